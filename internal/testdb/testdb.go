@@ -1,0 +1,117 @@
+// Package testdb gives each test its own migrated PostgreSQL database on the
+// server named by TEST_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable), and drops it
+// when the test ends. A missing server fails the test: it never skips.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	schema "github.com/fluxora/webhook-worker/sql"
+)
+
+// AdminURL is the server tests use, from TEST_DATABASE_URL.
+func AdminURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// DB is one test's database.
+type DB struct {
+	Name string
+	URL  string // connection string for workers and pools
+	Pool *pgxpool.Pool
+}
+
+// New creates an empty database, migrates it and returns it with an open
+// pool; both are dropped at the test's end.
+func New(t testing.TB) *DB {
+	t.Helper()
+	db := NewEmpty(t)
+	if _, err := schema.Migrate(context.Background(), db.Pool); err != nil {
+		t.Fatalf("testdb: migrate: %v", err)
+	}
+	return db
+}
+
+// NewEmpty creates an unmigrated database.
+func NewEmpty(t testing.TB) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("testdb: PostgreSQL is required (TEST_DATABASE_URL): %v", err)
+	}
+	defer admin.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "fluxora_test_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testdb: create database: %v", err)
+	}
+	u, err := url.Parse(AdminURL())
+	if err != nil {
+		t.Fatalf("testdb: TEST_DATABASE_URL: %v", err)
+	}
+	u.Path = "/" + name
+	db := &DB{Name: name, URL: u.String()}
+	t.Cleanup(func() { drop(t, name) })
+	db.Pool, err = pgxpool.New(ctx, db.URL)
+	if err != nil {
+		t.Fatalf("testdb: pool: %v", err)
+	}
+	t.Cleanup(db.Pool.Close)
+	return db
+}
+
+func drop(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Errorf("testdb: drop %s: %v", name, err)
+		return
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		t.Errorf("testdb: drop %s: %v", name, err)
+	}
+}
+
+// Insert enqueues events the way a producer does and returns their ids.
+func (db *DB) Insert(t testing.TB, eventType string, payloads ...string) []int64 {
+	t.Helper()
+	ids := make([]int64, 0, len(payloads))
+	for _, p := range payloads {
+		var id int64
+		err := db.Pool.QueryRow(context.Background(),
+			"INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, $2) RETURNING id", eventType, p).Scan(&id)
+		if err != nil {
+			t.Fatalf("testdb: insert: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Count runs a count(*) query and returns the number.
+func (db *DB) Count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("testdb: count %q: %v", query, err)
+	}
+	return n
+}

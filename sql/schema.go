@@ -1,0 +1,173 @@
+// Package schema holds the worker's SQL (sql/migrations and sql/triggers,
+// embedded) and applies it: Migrate brings a database up to date,
+// idempotently; Check tells the dispatcher whether it may start.
+//
+// Migrations run once each, in file-name order, each in its own transaction,
+// and are recorded in webhook_schema_migrations. Trigger files are
+// CREATE OR REPLACE scripts: Migrate re-applies one whenever its checksum
+// differs from the recorded one, so upgrading a trigger is just
+// `worker migrate`.
+package schema
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql triggers/*.sql
+var files embed.FS
+
+// lockKey is the advisory lock that serialises concurrent `worker migrate`s.
+const lockKey = 0x666c75786f7261 // "fluxora"
+
+const createVersionTable = `CREATE TABLE IF NOT EXISTS webhook_schema_migrations (
+    version    text        PRIMARY KEY,
+    checksum   text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// ErrNotMigrated is returned by Check when the database lacks a migration or
+// a current trigger. Its message names `worker migrate`.
+var ErrNotMigrated = errors.New("database schema is not up to date: run `worker migrate`")
+
+// File is one embedded SQL script.
+type File struct {
+	Version  string // path below sql/, e.g. "migrations/001_outbox.sql"
+	SQL      string
+	Checksum string // lowercase hex SHA-256 of SQL
+	Trigger  bool   // re-applied when its checksum changes
+}
+
+// Files returns every migration (in order) followed by every trigger script.
+func Files() ([]File, error) {
+	var out []File
+	for _, dir := range []string{"migrations", "triggers"} {
+		names, err := fs.Glob(files, dir+"/*.sql")
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			b, err := files.ReadFile(name)
+			if err != nil {
+				return nil, err
+			}
+			sum := sha256.Sum256(b)
+			out = append(out, File{Version: name, SQL: string(b), Checksum: hex.EncodeToString(sum[:]), Trigger: dir == "triggers"})
+		}
+	}
+	return out, nil
+}
+
+// Migrate applies every pending migration and every changed trigger script,
+// each in its own transaction, and returns the versions it applied. It is
+// safe to run concurrently and repeatedly.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	all, err := Files()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: connect: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(lockKey)); err != nil {
+		return nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(lockKey)) //nolint:errcheck
+	if _, err := conn.Exec(ctx, createVersionTable); err != nil {
+		return nil, fmt.Errorf("migrate: version table: %w", err)
+	}
+	applied, err := recorded(ctx, conn.Conn())
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, f := range all {
+		sum, ok := applied[f.Version]
+		if ok && (sum == f.Checksum || !f.Trigger) {
+			continue
+		}
+		if err := apply(ctx, conn.Conn(), f); err != nil {
+			return done, err
+		}
+		done = append(done, f.Version)
+	}
+	return done, nil
+}
+
+func apply(ctx context.Context, conn *pgx.Conn, f File) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, f.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", f.Version, err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_schema_migrations (version, checksum) VALUES ($1, $2)
+			ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`, f.Version, f.Checksum)
+		if err != nil {
+			return fmt.Errorf("migrate %s: record: %w", f.Version, err)
+		}
+		return nil
+	})
+}
+
+func recorded(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
+	rows, err := conn.Query(ctx, "SELECT version, checksum FROM webhook_schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
+	}
+	out := map[string]string{}
+	var v, sum string
+	_, err = pgx.ForEachRow(rows, []any{&v, &sum}, func() error { out[v] = sum; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
+	}
+	return out, nil
+}
+
+// Check returns nil when every migration is applied and every trigger is
+// current, and an error wrapping ErrNotMigrated that lists what is missing
+// otherwise.
+func Check(ctx context.Context, pool *pgxpool.Pool) error {
+	all, err := Files()
+	if err != nil {
+		return err
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('webhook_schema_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if !exists {
+		return fmt.Errorf("%w (no webhook_schema_migrations table)", ErrNotMigrated)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	defer conn.Release()
+	applied, err := recorded(ctx, conn.Conn())
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, f := range all {
+		if sum, ok := applied[f.Version]; !ok || (f.Trigger && sum != f.Checksum) {
+			missing = append(missing, path.Base(f.Version))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w (missing or outdated: %s)", ErrNotMigrated, strings.Join(missing, ", "))
+	}
+	return nil
+}
