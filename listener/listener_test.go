@@ -1,0 +1,137 @@
+package listener_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
+	"github.com/fluxora/webhook-worker/listener"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type bundle struct {
+	db  *testdb.DB
+	reg *prometheus.Registry
+}
+
+func setup(t *testing.T) (*listener.Listener, bundle) {
+	t.Helper()
+	db := testdb.New(t)
+	reg := prometheus.NewRegistry()
+	l, err := listener.New(listener.Config{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			cfg, err := pgx.ParseConfig(db.URL)
+			if err != nil {
+				return nil, err
+			}
+			cfg.RuntimeParams["application_name"] = "listener_test"
+			return pgx.ConnectConfig(ctx, cfg)
+		},
+		ReconnectDelay: 50 * time.Millisecond,
+		Registerer:     reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v after cancel", err)
+		}
+	})
+	return l, bundle{db: db, reg: reg}
+}
+
+func waitWake(t *testing.T, l *listener.Listener, what string) {
+	t.Helper()
+	select {
+	case <-l.Wake():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no wake-up: %s", what)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	if _, err := listener.New(listener.Config{Registerer: prometheus.NewRegistry()}); err == nil {
+		t.Fatal("missing Connect accepted")
+	}
+	if _, err := listener.New(listener.Config{Connect: func(context.Context) (*pgx.Conn, error) { return nil, nil }}); err == nil {
+		t.Fatal("missing Registerer accepted")
+	}
+}
+
+func TestListener(t *testing.T) {
+	t.Parallel()
+
+	t.Run("wakes on connect and on a committed insert", func(t *testing.T) {
+		t.Parallel()
+		l, b := setup(t)
+		waitWake(t, l, "backlog wake after connect")
+		if !l.Connected() {
+			t.Fatal("not connected after the backlog wake")
+		}
+		b.db.Insert(t, "e", `{}`)
+		waitWake(t, l, "insert")
+		if n := counter(t, b.reg, "fluxora_webhook_notifications_received_total"); n < 1 {
+			t.Fatalf("notifications metric = %v", n)
+		}
+	})
+
+	t.Run("future rows do not notify", func(t *testing.T) {
+		t.Parallel()
+		l, b := setup(t)
+		waitWake(t, l, "connect")
+		_, err := b.db.Pool.Exec(context.Background(),
+			"INSERT INTO webhook_outbox (event_type, payload, created_at) VALUES ('e', '{}', now() + interval '1 hour')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.db.Insert(t, "e", `{}`) // a due row after it: its notification proves the first sent none
+		waitWake(t, l, "due insert")
+		if n := counter(t, b.reg, "fluxora_webhook_notifications_received_total"); n != 1 {
+			t.Fatalf("notifications = %v, want 1 (the future row must not notify)", n)
+		}
+	})
+
+	t.Run("reconnects after pg_terminate_backend", func(t *testing.T) {
+		t.Parallel()
+		l, b := setup(t)
+		waitWake(t, l, "connect")
+		_, err := b.db.Pool.Exec(context.Background(),
+			"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'listener_test' AND datname = current_database()")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitfor.True(t, 10*time.Second, "listener notices the lost connection", func() bool { return !l.Connected() })
+		waitWake(t, l, "backlog wake after reconnect")
+		waitfor.True(t, 10*time.Second, "listener reconnects", l.Connected)
+		b.db.Insert(t, "e", `{}`)
+		waitWake(t, l, "insert after reconnect")
+	})
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
