@@ -1,0 +1,192 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fluxora/webhook-worker/sender"
+)
+
+// Defaults of the environment variables (README, "Configuration").
+const (
+	pollIntervalDefault    = 10 * time.Second
+	batchSizeDefault       = 10
+	maxAttemptsDefault     = 16 // about 4h of retries with the default backoff
+	backoffBaseDefault     = time.Second
+	backoffMaxDefault      = time.Hour
+	timeoutDefault         = 10 * time.Second
+	concurrencyDefault     = 32
+	metricsAddrDefault     = ":9464"
+	shutdownTimeoutDefault = 30 * time.Second
+	retryRPSDefault        = 10
+	breakerResetDefault    = 5 * time.Minute
+	retentionDefault       = 7 * 24 * time.Hour
+)
+
+// config is the whole environment configuration, parsed and validated.
+type config struct {
+	DatabaseURL     string
+	WebhookURL      string
+	Secret          []byte
+	PollInterval    time.Duration
+	BatchSize       int
+	MaxAttempts     int
+	BackoffBase     time.Duration
+	BackoffMax      time.Duration
+	Timeout         time.Duration
+	Concurrency     int
+	MetricsAddr     string // "" disables the HTTP server
+	ShutdownTimeout time.Duration
+
+	RedisURL         string // "" disables the gates
+	RetryRPS         int
+	BreakerThreshold int // 0 disables the breaker
+	BreakerReset     time.Duration
+	Retention        time.Duration // 0 keeps processed rows
+
+	LogFormat string // "json" or "text"
+	LogLevel  slog.Level
+}
+
+// env reads and validates variables, collecting every problem.
+type env struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (e *env) fail(name, format string, args ...any) {
+	e.errs = append(e.errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+}
+
+func (e *env) required(name string) string {
+	v := e.getenv(name)
+	if v == "" {
+		e.fail(name, "is required")
+	}
+	return v
+}
+
+func (e *env) int(name string, def, lo, hi int) int {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		e.fail(name, "must be a whole number from %d to %d, got %q", lo, hi, v)
+		return def
+	}
+	return n
+}
+
+func (e *env) millis(name string, def time.Duration, lo, hi int) time.Duration {
+	return time.Duration(e.int(name, int(def/time.Millisecond), lo, hi)) * time.Millisecond
+}
+
+// loadDatabaseConfig reads only what the operator commands need.
+func loadDatabaseConfig(getenv func(string) string) (config, error) {
+	e := &env{getenv: getenv}
+	c := config{DatabaseURL: e.required("DATABASE_URL")}
+	if c.DatabaseURL != "" {
+		if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+			// pgx's message may quote the connection string: never print it.
+			e.fail("DATABASE_URL", "is not a valid PostgreSQL connection string")
+		}
+	}
+	c.RedisURL = e.getenv("REDIS_URL")
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			e.fail("REDIS_URL", "is not a valid redis:// or rediss:// URL")
+		}
+	}
+	c.LogFormat, c.LogLevel = e.logging()
+	c.Retention = e.retention()
+	return c, errors.Join(e.errs...)
+}
+
+// loadConfig reads and validates the dispatcher's whole configuration. The
+// error lists every bad variable by name; it never contains a secret.
+func loadConfig(getenv func(string) string) (config, error) {
+	c, err := loadDatabaseConfig(getenv)
+	e := &env{getenv: getenv}
+	if err != nil {
+		e.errs = append(e.errs, err)
+	}
+	c.WebhookURL = e.required("WEBHOOK_URL")
+	if c.WebhookURL != "" {
+		if _, err := sender.ValidateURL(c.WebhookURL); err != nil {
+			e.fail("WEBHOOK_URL", "%v", err)
+		}
+	}
+	c.Secret = []byte(e.required("WEBHOOK_SECRET"))
+	c.PollInterval = e.millis("WEBHOOK_POLL_INTERVAL_MS", pollIntervalDefault, 10, 24*3600*1000)
+	c.BatchSize = e.int("WEBHOOK_BATCH_SIZE", batchSizeDefault, 1, 1000)
+	c.MaxAttempts = e.int("WEBHOOK_MAX_ATTEMPTS", maxAttemptsDefault, 1, 1000)
+	c.BackoffBase = e.millis("WEBHOOK_BACKOFF_BASE_MS", backoffBaseDefault, 1, 7*24*3600*1000)
+	c.BackoffMax = e.millis("WEBHOOK_BACKOFF_MAX_MS", backoffMaxDefault, 1, 30*24*3600*1000)
+	if c.BackoffMax < c.BackoffBase {
+		e.fail("WEBHOOK_BACKOFF_MAX_MS", "must be at least WEBHOOK_BACKOFF_BASE_MS (%d)", c.BackoffBase.Milliseconds())
+	}
+	c.Timeout = e.millis("WEBHOOK_TIMEOUT_MS", timeoutDefault, 1, 15*60*1000)
+	c.Concurrency = e.int("WEBHOOK_CONCURRENCY", concurrencyDefault, 1, 10000)
+	c.MetricsAddr = e.getenv("WEBHOOK_METRICS_ADDR")
+	if c.MetricsAddr == "" {
+		c.MetricsAddr = metricsAddrDefault
+	} else if c.MetricsAddr == "off" {
+		c.MetricsAddr = ""
+	} else if !strings.Contains(c.MetricsAddr, ":") {
+		e.fail("WEBHOOK_METRICS_ADDR", "must be host:port, :port or off, got %q", c.MetricsAddr)
+	}
+	c.ShutdownTimeout = e.millis("WEBHOOK_SHUTDOWN_TIMEOUT_MS", shutdownTimeoutDefault, 1, 3600*1000)
+	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", retryRPSDefault, 1, 1_000_000)
+	c.BreakerThreshold = e.int("WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", 0, 0, 1_000_000)
+	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", breakerResetDefault, 1, 7*24*3600*1000)
+	return c, errors.Join(e.errs...)
+}
+
+func (e *env) logging() (string, slog.Level) {
+	format := strings.ToLower(e.getenv("LOG_FORMAT"))
+	switch format {
+	case "":
+		format = "json"
+	case "json", "text":
+	default:
+		e.fail("LOG_FORMAT", "must be json or text, got %q", format)
+	}
+	var level slog.Level
+	if v := e.getenv("LOG_LEVEL"); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			e.fail("LOG_LEVEL", "must be debug, info, warn or error, got %q", v)
+		}
+	}
+	return format, level
+}
+
+// retention parses WEBHOOK_RETENTION: a Go duration ("168h", "90m") or a
+// number of days ("7d"); "0" keeps processed rows forever.
+func (e *env) retention() time.Duration {
+	v := strings.TrimSpace(e.getenv("WEBHOOK_RETENTION"))
+	if v == "" {
+		return retentionDefault
+	}
+	if v == "0" {
+		return 0
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err == nil && n >= 0 && n <= 36500 {
+			return time.Duration(n) * 24 * time.Hour
+		}
+	} else if d, err := time.ParseDuration(v); err == nil && d >= time.Minute {
+		return d
+	}
+	e.fail("WEBHOOK_RETENTION", "must be a duration of at least 1m (e.g. 168h), a number of days (e.g. 7d) or 0, got %q", v)
+	return retentionDefault
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func validEnv() map[string]string {
+	return map[string]string{
+		"DATABASE_URL":   "postgres://app:s3cretpw@127.0.0.1:5432/app",
+		"WEBHOOK_URL":    "https://hooks.example.com/fluxora",
+		"WEBHOOK_SECRET": "whsec_do_not_print",
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	env := validEnv()
+	c, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PollInterval != 10*time.Second || c.BatchSize != 10 || c.MaxAttempts != 16 || c.BackoffBase != time.Second ||
+		c.BackoffMax != time.Hour || c.Timeout != 10*time.Second || c.Concurrency != 32 || c.MetricsAddr != ":9464" ||
+		c.ShutdownTimeout != 30*time.Second || c.RetryRPS != 10 || c.BreakerThreshold != 0 ||
+		c.BreakerReset != 5*time.Minute || c.Retention != 7*24*time.Hour || c.LogFormat != "json" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, value string }{
+		{"DATABASE_URL", ""},
+		{"DATABASE_URL", "postgres://app:s3cretpw@127.0.0.1:notaport/app"},
+		{"WEBHOOK_URL", ""},
+		{"WEBHOOK_URL", "http://hooks.example.com/plain-http"},
+		{"WEBHOOK_URL", "https://user:s3cretpw@hooks.example.com/"},
+		{"WEBHOOK_URL", "ftp://hooks.example.com/"},
+		{"WEBHOOK_URL", "not a url"},
+		{"WEBHOOK_SECRET", ""},
+		{"WEBHOOK_POLL_INTERVAL_MS", "0"},
+		{"WEBHOOK_POLL_INTERVAL_MS", "ten"},
+		{"WEBHOOK_BATCH_SIZE", "0"},
+		{"WEBHOOK_BATCH_SIZE", "-3"},
+		{"WEBHOOK_BATCH_SIZE", "100000"},
+		{"WEBHOOK_MAX_ATTEMPTS", "0"},
+		{"WEBHOOK_BACKOFF_BASE_MS", "1.5"},
+		{"WEBHOOK_BACKOFF_MAX_MS", "1"}, // below the base
+		{"WEBHOOK_TIMEOUT_MS", "0"},
+		{"WEBHOOK_CONCURRENCY", "0"},
+		{"WEBHOOK_METRICS_ADDR", "9464"},
+		{"WEBHOOK_SHUTDOWN_TIMEOUT_MS", "-1"},
+		{"REDIS_URL", "http://redis:s3cretpw@localhost"},
+		{"WEBHOOK_RETRY_RPS", "0"},
+		{"WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", "-1"},
+		{"WEBHOOK_CIRCUIT_BREAKER_RESET_MS", "soon"},
+		{"WEBHOOK_RETENTION", "yesterday"},
+		{"LOG_FORMAT", "xml"},
+		{"LOG_LEVEL", "loud"},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			t.Parallel()
+			env := validEnv()
+			env[tc.name] = tc.value
+			_, err := loadConfig(func(k string) string { return env[k] })
+			if err == nil {
+				t.Fatalf("%s=%q accepted", tc.name, tc.value)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.name) {
+				t.Fatalf("error does not name %s: %s", tc.name, msg)
+			}
+			for _, secret := range []string{"s3cretpw", "whsec_do_not_print"} {
+				if strings.Contains(msg, secret) {
+					t.Fatalf("error leaks a secret: %s", msg)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigAcceptsLoopbackHTTPAndOff(t *testing.T) {
+	t.Parallel()
+	env := validEnv()
+	env["WEBHOOK_URL"] = "http://127.0.0.1:8080/hook"
+	env["WEBHOOK_METRICS_ADDR"] = "off"
+	env["WEBHOOK_RETENTION"] = "0"
+	c, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MetricsAddr != "" || c.Retention != 0 {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		attempt    int
+		retryAfter time.Duration
+		rnd        float64
+		want       time.Duration
+	}{
+		{1, 0, 0.5, time.Second},
+		{2, 0, 0.5, 2 * time.Second},
+		{4, 0, 0.5, 8 * time.Second},
+		{1, 0, 0, 800 * time.Millisecond},
+		{1, 0, 0.999999, 1199999600 * time.Nanosecond},
+		{30, 0, 0.5, time.Minute},               // capped
+		{200, 0, 0.1, 50400 * time.Millisecond}, // no overflow; jitter applies at the cap
+		{1, 20 * time.Second, 0.5, 20 * time.Second},
+		{1, time.Hour, 0.5, time.Minute}, // Retry-After within the cap
+	} {
+		got := backoff(tc.attempt, time.Second, time.Minute, tc.retryAfter, tc.rnd)
+		if d := got - tc.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("backoff(%d, ra %v, rnd %v) = %v, want %v", tc.attempt, tc.retryAfter, tc.rnd, got, tc.want)
+		}
+	}
+}

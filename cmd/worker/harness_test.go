@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
+)
+
+const testSecret = "whsec_harness_secret_value"
+
+// delivery is one request the consumer received.
+type delivery struct {
+	ID, Event, Signature, Timestamp string
+	Attempt                         int
+	Body                            []byte
+	At                              time.Time
+	SignatureOK                     bool
+}
+
+// consumer is a real HTTP consumer that verifies signatures and records
+// every request. respond chooses the status for each request.
+type consumer struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []delivery
+	respond func(d delivery) int
+	arrived chan delivery // every request, when non-nil (buffered)
+}
+
+func newConsumer(t *testing.T, respond func(d delivery) int) *consumer {
+	t.Helper()
+	c := &consumer{respond: respond, arrived: make(chan delivery, 100000)}
+	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	d := delivery{
+		ID: r.Header.Get("x-fluxora-delivery-id"), Event: r.Header.Get("x-fluxora-event"),
+		Signature: r.Header.Get("x-fluxora-signature"), Timestamp: r.Header.Get("x-fluxora-timestamp"),
+		Body: body, At: time.Now(),
+	}
+	d.Attempt, _ = strconv.Atoi(r.Header.Get("x-fluxora-attempt"))
+	mac := hmac.New(sha256.New, []byte(testSecret))
+	mac.Write([]byte(d.Timestamp + "." + string(body)))
+	d.SignatureOK = hmac.Equal([]byte(hex.EncodeToString(mac.Sum(nil))), []byte(d.Signature)) &&
+		r.Header.Get("Content-Type") == "application/json" && r.Method == http.MethodPost
+	c.mu.Lock()
+	c.got = append(c.got, d)
+	c.mu.Unlock()
+	c.arrived <- d
+	status := http.StatusOK
+	if c.respond != nil {
+		status = c.respond(d)
+	}
+	w.WriteHeader(status)
+}
+
+func (c *consumer) deliveries() []delivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]delivery(nil), c.got...)
+}
+
+// byID counts requests per delivery id.
+func (c *consumer) byID() map[string]int {
+	out := map[string]int{}
+	for _, d := range c.deliveries() {
+		out[d.ID]++
+	}
+	return out
+}
+
+// baseEnv is a valid configuration for db and c; overrides win.
+func baseEnv(db *testdb.DB, c *consumer, overrides map[string]string) map[string]string {
+	env := map[string]string{
+		"DATABASE_URL":             db.URL,
+		"WEBHOOK_URL":              c.srv.URL,
+		"WEBHOOK_SECRET":           testSecret,
+		"WEBHOOK_POLL_INTERVAL_MS": "60000", // anything that waits for the poll fails its test
+		"WEBHOOK_BACKOFF_BASE_MS":  "20",
+		"WEBHOOK_BACKOFF_MAX_MS":   "200",
+		"WEBHOOK_TIMEOUT_MS":       "5000",
+		"WEBHOOK_METRICS_ADDR":     "127.0.0.1:0",
+		"LOG_LEVEL":                "debug",
+	}
+	for k, v := range overrides {
+		env[k] = v
+	}
+	return env
+}
+
+// inProcess runs the dispatcher in this process until the test ends.
+type inProcess struct {
+	cancel context.CancelFunc
+	done   chan int
+	logs   *syncBuffer
+}
+
+func startInProcess(t *testing.T, env map[string]string) *inProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &inProcess{cancel: cancel, done: make(chan int, 1), logs: &syncBuffer{}}
+	go func() { w.done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, w.logs) }()
+	t.Cleanup(func() { w.stop(t) })
+	return w
+}
+
+// stop cancels the worker and returns its exit code.
+func (w *inProcess) stop(t *testing.T) int {
+	t.Helper()
+	w.cancel()
+	select {
+	case code := <-w.done:
+		w.done <- code
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop within 30s")
+		return -1
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// workerBinary builds cmd/worker once per test run.
+func workerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fluxora-worker-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "worker")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build worker: %v", buildErr)
+	}
+	return binPath
+}
+
+// process is a real worker process.
+type process struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+func startProcess(t *testing.T, env map[string]string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(workerBinary(t), args...)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &process{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+		if t.Failed() {
+			t.Logf("worker %d logs:\n%s", cmd.Process.Pid, p.logs.String())
+		}
+	})
+	return p
+}
+
+// wait returns the exit code, failing the test after timeout.
+func (p *process) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("worker did not exit within %v; logs:\n%s", timeout, p.logs.String())
+		return -1
+	}
+}
+
+// waitProcessed waits until n rows are processed.
+func waitProcessed(t *testing.T, db *testdb.DB, n int, timeout time.Duration) {
+	t.Helper()
+	waitfor.True(t, timeout, "rows processed", func() bool {
+		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed") >= n
+	})
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Makes sure PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer,
+# starting or installing them when they do not. Exits non-zero when one
+# cannot be had: tests must fail, never skip, without their services.
+# Honors TEST_DATABASE_URL / TEST_REDIS_URL only for the checks' hosts when
+# they point elsewhere (then nothing is started).
+set -euo pipefail
+
+pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+redis_up() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
+
+wait_for() { # name check
+  for _ in $(seq 1 60); do "$2" && return 0; sleep 0.5; done
+  echo "services: $1 did not come up" >&2; return 1
+}
+
+if ! command -v pg_isready >/dev/null || ! command -v redis-server >/dev/null; then
+  echo "services: installing postgresql and redis-server" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server) >&2
+fi
+
+if [ -z "${TEST_DATABASE_URL:-}" ] && ! pg_up; then
+  echo "services: starting PostgreSQL" >&2
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start >&2 || true
+  wait_for PostgreSQL pg_up
+fi
+if [ -z "${TEST_REDIS_URL:-}" ] && ! redis_up; then
+  echo "services: starting Redis" >&2
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >&2
+  wait_for Redis redis_up
+fi
+if [ -z "${TEST_DATABASE_URL:-}" ]; then pg_up || { echo "services: PostgreSQL unreachable" >&2; exit 1; }; fi
+if [ -z "${TEST_REDIS_URL:-}" ]; then redis_up || { echo "services: Redis unreachable" >&2; exit 1; }; fi
+echo "services: PostgreSQL and Redis are up" >&2

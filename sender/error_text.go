@@ -1,0 +1,65 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// errorText describes err, which ended the attempt made under reqCtx (a
+// child of parent), for Result.Error: "timeout after <Timeout>" when the
+// Sender's own timeout fired, the context's error when parent ended, else
+// the network error without its *url.Error wrapper (which quotes the URL).
+func (s *Sender) errorText(parent, reqCtx context.Context, err error) string {
+	switch {
+	case parent.Err() != nil:
+		return parent.Err().Error()
+	case errors.Is(context.Cause(reqCtx), errTimeout):
+		return timeoutText(s.timeout)
+	}
+	for {
+		var ue *url.Error
+		if !errors.As(err, &ue) || ue.Err == nil {
+			break
+		}
+		err = ue.Err
+	}
+	return s.scrub(err.Error())
+}
+
+func timeoutText(d time.Duration) string {
+	return "timeout after " + d.String()
+}
+
+// scrub removes the URL and its query, should an error quote them, replaces
+// invalid UTF-8 and control characters (the text is stored in a database
+// text column), and truncates the result to MaxErrorTextBytes.
+func (s *Sender) scrub(text string) string {
+	text = strings.ReplaceAll(text, s.url.String(), "[url]")
+	if s.url.RawQuery != "" {
+		text = strings.ReplaceAll(text, s.url.RawQuery, "[query]")
+	}
+	text = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(text, "\uFFFD"))
+	return truncate(text)
+}
+
+// truncate cuts text to at most MaxErrorTextBytes on a rune boundary.
+func truncate(text string) string {
+	if len(text) <= MaxErrorTextBytes {
+		return text
+	}
+	cut := MaxErrorTextBytes
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut]
+}

@@ -1,0 +1,173 @@
+package sender
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxHeaderValueBytes is the longest DeliveryID or EventType Send accepts.
+const maxHeaderValueBytes = 255
+
+// userAgent is the User-Agent of every request.
+const userAgent = "fluxora-webhook-worker"
+
+// errTimeout is the cause of the per-Send timeout, to tell it apart from the
+// caller's context ending.
+var errTimeout = errors.New("sender: timeout")
+
+// Request is one delivery attempt of an outbox row.
+type Request struct {
+	// DeliveryID is the delivery's uuid text, sent as x-fluxora-delivery-id.
+	DeliveryID string
+	// EventType is sent as x-fluxora-event.
+	EventType string
+	// Attempt is 1 for the first attempt, sent as x-fluxora-attempt.
+	Attempt int
+	// Payload is the raw JSON body, sent byte for byte. Send does not
+	// modify it.
+	Payload []byte
+}
+
+// Result is the outcome of one Send.
+type Result struct {
+	// Outcome is Delivered, Retryable or Permanent.
+	Outcome Outcome
+	// Status is the HTTP status, 0 when no response arrived.
+	Status int
+	// Error is a short reason when not delivered, such as "http 503",
+	// "timeout after 10s", "redirect 302 not followed" or the network
+	// error. It never contains the URL's query or credentials, the secret
+	// or the payload, and is at most MaxErrorTextBytes of valid UTF-8
+	// without control characters. Empty when delivered.
+	Error string
+	// RetryAfter is the response's Retry-After for status 429 and 503
+	// (see ParseRetryAfter), else 0.
+	RetryAfter time.Duration
+	// Duration is the time the attempt took, on the monotonic clock.
+	Duration time.Duration
+}
+
+// Send makes one delivery attempt. It never panics. A DeliveryID or
+// EventType that is longer than 255 bytes, not valid UTF-8, or contains a
+// control character (CR, LF, NUL, tab...) is Permanent and nothing is sent.
+// The response body is read up to MaxResponseBytes; an error while reading
+// it makes the attempt Retryable even after a 2xx status, since the consumer
+// deduplicates on x-fluxora-delivery-id. When ctx ends first the attempt is
+// Retryable.
+func (s *Sender) Send(ctx context.Context, r Request) (res Result) {
+	start := time.Now()
+	defer func() {
+		if recover() != nil { // e.g. from a Transport override; the value may hold anything
+			res = Result{Outcome: Retryable, Error: "internal error: panic during send"}
+		}
+		res.Duration = time.Since(start)
+	}()
+	if msg := checkRequest(r); msg != "" {
+		return Result{Outcome: Permanent, Error: msg}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	reqCtx, cancel := context.WithTimeoutCause(ctx, s.timeout, errTimeout)
+	defer cancel()
+	resp, err := s.client.Do(s.newRequest(reqCtx, r))
+	if err != nil {
+		return Result{Outcome: Retryable, Error: s.errorText(ctx, reqCtx, err)}
+	}
+	return s.readResponse(ctx, reqCtx, resp)
+}
+
+// checkRequest returns why r cannot be sent, or "".
+func checkRequest(r Request) string {
+	const rule = ": must be at most 255 bytes of UTF-8 without control characters"
+	switch {
+	case !validHeaderValue(r.DeliveryID):
+		return "invalid DeliveryID" + rule
+	case !validHeaderValue(r.EventType):
+		return "invalid EventType" + rule
+	}
+	return ""
+}
+
+func validHeaderValue(v string) bool {
+	if len(v) > maxHeaderValueBytes || !utf8.ValidString(v) {
+		return false
+	}
+	for _, c := range v {
+		if unicode.IsControl(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// newRequest builds the signed POST, timestamped and signed afresh.
+func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
+	sg := s.signers.Get().(*signer)
+	ts, sig := sg.sign(s.now().Unix(), r.Payload)
+	s.signers.Put(sg)
+
+	// One array backs every header value: one allocation instead of seven.
+	vals := [...]string{"application/json", userAgent, r.DeliveryID, r.EventType, ts, sig, strconv.Itoa(r.Attempt)}
+	backing := vals[:] // escapes: the header map keeps it
+	h := make(http.Header, len(vals))
+	for i, key := range [...]string{"Content-Type", "User-Agent", "X-Fluxora-Delivery-Id",
+		"X-Fluxora-Event", "X-Fluxora-Timestamp", "X-Fluxora-Signature", "X-Fluxora-Attempt"} {
+		h[key] = backing[i : i+1 : i+1]
+	}
+	req := &http.Request{
+		Method:        http.MethodPost,
+		URL:           s.url,
+		Host:          s.url.Host,
+		Header:        h,
+		ContentLength: int64(len(r.Payload)),
+		Body:          newBody(r.Payload),
+		GetBody:       func() (io.ReadCloser, error) { return newBody(r.Payload), nil },
+	}
+	return req.WithContext(ctx)
+}
+
+// body is a request body over a payload.
+type body struct{ bytes.Reader }
+
+func (*body) Close() error { return nil }
+
+func newBody(p []byte) io.ReadCloser {
+	if len(p) == 0 {
+		return http.NoBody
+	}
+	b := new(body)
+	b.Reset(p)
+	return b
+}
+
+// readResponse reads at most MaxResponseBytes of the body, closes it and
+// classifies the response.
+func (s *Sender) readResponse(ctx, reqCtx context.Context, resp *http.Response) Result {
+	_, err := io.Copy(io.Discard, io.LimitReader(resp.Body, MaxResponseBytes))
+	resp.Body.Close()
+	res := Result{Outcome: Classify(resp.StatusCode), Status: resp.StatusCode}
+	switch {
+	case err != nil:
+		res.Outcome, res.Error = Retryable, s.errorText(ctx, reqCtx, err)
+		if res.Error != timeoutText(s.timeout) {
+			res.Error = truncate("read response: " + res.Error)
+		}
+	case res.Outcome == Delivered:
+	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
+		res.Error = "redirect " + strconv.Itoa(resp.StatusCode) + " not followed"
+	default:
+		res.Error = "http " + strconv.Itoa(resp.StatusCode)
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		res.RetryAfter, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), s.now())
+	}
+	return res
+}

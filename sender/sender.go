@@ -1,0 +1,158 @@
+// Package sender delivers one outbox row as a signed HTTP POST to the
+// consumer URL: it builds the request, signs it, sends it, reads the response
+// through a size limit and classifies the outcome as Delivered, Retryable or
+// Permanent.
+//
+// The signature (header x-fluxora-signature) is the lowercase hex
+// HMAC-SHA256, keyed with the shared secret, of the decimal Unix timestamp
+// sent in x-fluxora-timestamp, a '.', and the body byte for byte; see Sign.
+//
+// Redirects are never followed and TLS certificates are always verified.
+// The package never logs, and no error or Result text it produces contains
+// the secret, the payload, or the URL's credentials or query string.
+package sender
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+const (
+	// TimeoutDefault is the default Config.Timeout.
+	TimeoutDefault = 10 * time.Second
+	// MaxConnsDefault is the default Config.MaxConns.
+	MaxConnsDefault = 64
+	// MaxResponseBytes is how much of a response body Send reads (64 KiB).
+	// The rest is discarded: when the body ends within the limit the
+	// connection is reused, otherwise it is closed.
+	MaxResponseBytes = 64 << 10
+	// MaxErrorTextBytes is the longest Result.Error, in bytes.
+	MaxErrorTextBytes = 512
+)
+
+// Config configures a Sender.
+type Config struct {
+	// URL is the consumer endpoint. Required; it must pass ValidateURL.
+	URL string
+	// Secret is the HMAC-SHA256 key of the signature. Required, non-empty.
+	// New copies it.
+	Secret []byte
+	// Timeout bounds one Send: connecting, writing the request, waiting
+	// for the response and reading its body. Defaults to 10s
+	// (TimeoutDefault); must not be negative.
+	Timeout time.Duration
+	// MaxConns caps the connections, idle and in use, to the consumer.
+	// Defaults to 64 (MaxConnsDefault); must not be negative. Ignored when
+	// Transport is set.
+	MaxConns int
+	// Now is the clock of x-fluxora-timestamp and of Retry-After dates.
+	// Defaults to time.Now. Result.Duration uses the monotonic clock.
+	Now func() time.Time
+	// Transport overrides the HTTP transport, for tests. Defaults to a
+	// keep-alive *http.Transport that verifies TLS certificates, ignores
+	// proxy environment variables and speaks HTTP/1.1. An *http.Transport
+	// with InsecureSkipVerify is refused.
+	Transport http.RoundTripper
+}
+
+// Sender sends signed webhook requests to one consumer. It is safe for
+// concurrent use.
+type Sender struct {
+	url     *url.URL
+	secret  []byte
+	timeout time.Duration
+	now     func() time.Time
+	client  *http.Client
+	signers sync.Pool // of *signer keyed with secret
+}
+
+// New returns a Sender, or an error naming each invalid field, such as
+// "sender: URL: must not contain credentials" or "sender: Secret: must not
+// be empty".
+func New(cfg Config) (*Sender, error) {
+	u, err := ValidateURL(cfg.URL)
+	if err != nil {
+		err = fieldError("URL", err.Error())
+	}
+	if err := errors.Join(err, checkConfig(cfg)); err != nil {
+		return nil, err
+	}
+	s := &Sender{
+		url:     u,
+		secret:  bytes.Clone(cfg.Secret),
+		timeout: cmp.Or(cfg.Timeout, TimeoutDefault),
+		now:     cfg.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), s.timeout)
+	}
+	s.client = &http.Client{Transport: transport, CheckRedirect: noRedirect}
+	s.signers.New = func() any { return &signer{mac: hmac.New(sha256.New, s.secret)} }
+	return s, nil
+}
+
+// checkConfig validates the fields other than URL.
+func checkConfig(cfg Config) error {
+	var errs []error
+	if len(cfg.Secret) == 0 {
+		errs = append(errs, fieldError("Secret", "must not be empty"))
+	}
+	if cfg.Timeout < 0 {
+		errs = append(errs, fieldError("Timeout", "must not be negative"))
+	}
+	if cfg.MaxConns < 0 {
+		errs = append(errs, fieldError("MaxConns", "must not be negative"))
+	}
+	if t, ok := cfg.Transport.(*http.Transport); ok && t.TLSClientConfig != nil && t.TLSClientConfig.InsecureSkipVerify {
+		errs = append(errs, fieldError("Transport", "must verify TLS certificates"))
+	}
+	return errors.Join(errs...)
+}
+
+func fieldError(field, msg string) error {
+	return errors.New("sender: " + field + ": " + msg)
+}
+
+// Close closes idle connections. The Sender stays usable.
+func (s *Sender) Close() {
+	s.client.CloseIdleConnections()
+}
+
+// noRedirect makes the client return a 3xx response as it is.
+func noRedirect(*http.Request, []*http.Request) error {
+	return http.ErrUseLastResponse
+}
+
+// newTransport returns the default transport: keep-alive with up to
+// maxConns connections, HTTP/1.1, no proxy, certificates verified. It is
+// built from scratch rather than cloned from http.DefaultTransport so that
+// neither proxy settings nor a process-wide change to DefaultTransport leak
+// in.
+func newTransport(maxConns int, timeout time.Duration) *http.Transport {
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:               nil, // never from the environment
+		DialContext:         dialer.DialContext,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: timeout,
+		DisableCompression:  true, // the body is discarded; keep headers exact
+		MaxIdleConns:        maxConns,
+		MaxIdleConnsPerHost: maxConns,
+		MaxConnsPerHost:     maxConns,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+}
