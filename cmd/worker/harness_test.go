@@ -43,7 +43,7 @@ type consumer struct {
 	arrived chan delivery // every request, when non-nil (buffered)
 }
 
-func newConsumer(t *testing.T, respond func(d delivery) int) *consumer {
+func newConsumer(t testing.TB, respond func(d delivery) int) *consumer {
 	t.Helper()
 	c := &consumer{respond: respond, arrived: make(chan delivery, 100000)}
 	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
@@ -115,7 +115,7 @@ type inProcess struct {
 	logs   *syncBuffer
 }
 
-func startInProcess(t *testing.T, env map[string]string) *inProcess {
+func startInProcess(t testing.TB, env map[string]string) *inProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &inProcess{cancel: cancel, done: make(chan int, 1), logs: &syncBuffer{}}
@@ -125,7 +125,7 @@ func startInProcess(t *testing.T, env map[string]string) *inProcess {
 }
 
 // stop cancels the worker and returns its exit code.
-func (w *inProcess) stop(t *testing.T) int {
+func (w *inProcess) stop(t testing.TB) int {
 	t.Helper()
 	w.cancel()
 	select {
