@@ -91,8 +91,13 @@ func (c *consumer) byID() map[string]int {
 
 // baseEnv is a valid configuration for db and c; overrides win.
 func baseEnv(db *testdb.DB, c *consumer, overrides map[string]string) map[string]string {
+	return envFor(db.URL, c, overrides)
+}
+
+// envFor is baseEnv for any database URL.
+func envFor(databaseURL string, c *consumer, overrides map[string]string) map[string]string {
 	env := map[string]string{
-		"DATABASE_URL":             db.URL,
+		"DATABASE_URL":             databaseURL,
 		"WEBHOOK_URL":              c.srv.URL,
 		"WEBHOOK_SECRET":           testSecret,
 		"WEBHOOK_POLL_INTERVAL_MS": "60000", // anything that waits for the poll fails its test
@@ -232,4 +237,30 @@ func waitProcessed(t *testing.T, db *testdb.DB, n int, timeout time.Duration) {
 	waitfor.True(t, timeout, "rows processed", func() bool {
 		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed") >= n
 	})
+}
+
+// metricsBase waits for the worker's log line naming its metrics address and
+// returns the base URL.
+func metricsBase(t *testing.T, logs *syncBuffer) string {
+	t.Helper()
+	var base string
+	waitfor.True(t, 20*time.Second, "metrics address logged", func() bool {
+		m := addrRE.FindStringSubmatch(logs.String())
+		if m != nil {
+			base = "http://" + m[1]
+		}
+		return m != nil
+	})
+	return base
+}
+
+// httpGet returns the status and body of a GET (status 0 on error).
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

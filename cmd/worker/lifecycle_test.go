@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -183,23 +182,8 @@ func TestListenerReconnectsAndHealthEndpoints(t *testing.T) {
 	db := testdb.New(t)
 	c := newConsumer(t, nil)
 	w := startInProcess(t, baseEnv(db, c, nil))
-	var base string
-	waitfor.True(t, 10*time.Second, "metrics address logged", func() bool {
-		m := addrRE.FindStringSubmatch(w.logs.String())
-		if m != nil {
-			base = "http://" + m[1]
-		}
-		return m != nil
-	})
-	get := func(path string) (int, string) {
-		resp, err := http.Get(base + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	base := metricsBase(t, w.logs)
+	get := func(path string) (int, string) { return httpGet(base + path) }
 	waitfor.True(t, 10*time.Second, "ready", func() bool { code, _ := get("/readyz"); return code == 200 })
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)

@@ -27,7 +27,19 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	f := promauto.With(reg)
+	m := buildMetrics(promauto.With(reg))
+	// Every label value exists from the start, so dashboards and alerts see 0
+	// rather than nothing.
+	for _, o := range []string{"delivered", "retried", "dead_lettered", "deferred"} {
+		m.deliveries.WithLabelValues(o)
+	}
+	for _, r := range []sender.Outcome{sender.Delivered, sender.Retryable, sender.Permanent} {
+		m.attempts.WithLabelValues(r.String())
+	}
+	return m
+}
+
+func buildMetrics(f promauto.Factory) *metrics {
 	latency := []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 	return &metrics{
 		deliveries: f.NewCounterVec(prometheus.CounterOpts{

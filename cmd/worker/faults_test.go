@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fluxora/webhook-worker/internal/pgcluster"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
+)
+
+// A real restart of a PostgreSQL server the test owns: the listener and the
+// pool reconnect, /readyz goes unready then ready, and the backlog written
+// right after the restart is delivered promptly (the poll is a minute away).
+func TestPostgresRestartMidRun(t *testing.T) {
+	t.Parallel()
+	cl := pgcluster.Start(t)
+	dbURL := cl.URL("postgres")
+	c := newConsumer(t, nil)
+	env := envFor(dbURL, c, nil)
+	if code := startProcess(t, env, "migrate").wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("migrate exit %d", code)
+	}
+	p := startProcess(t, env)
+	base := metricsBase(t, p.logs)
+	ready := func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 }
+	waitfor.True(t, 20*time.Second, "ready", ready)
+
+	insert := func(from, n int) {
+		t.Helper()
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		for i := from; i < from+n; i++ {
+			_, err := conn.Exec(context.Background(), "INSERT INTO webhook_outbox (event_type, payload) VALUES ('e', $1)", fmt.Sprintf(`{"i":%d}`, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	insert(0, 20)
+	waitfor.True(t, 10*time.Second, "first 20 delivered", func() bool { return len(c.byID()) == 20 })
+
+	if err := cl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.True(t, 20*time.Second, "unready while PostgreSQL is down", func() bool { return !ready() })
+	if err := cl.StartAgain(); err != nil {
+		t.Fatal(err)
+	}
+	insert(20, 20)
+	waitfor.True(t, 15*time.Second, "backlog after the restart delivered promptly", func() bool { return len(c.byID()) == 40 })
+	waitfor.True(t, 20*time.Second, "ready again", ready)
+	insert(40, 1)
+	waitfor.True(t, 5*time.Second, "new event after recovery", func() bool { return len(c.byID()) == 41 })
+}

@@ -1,0 +1,239 @@
+// Package gates protects a consumer with two gates whose state lives in
+// Redis, shared by every worker process: a sliding-window rate limit on
+// retry attempts and a circuit breaker.
+//
+// Every decision is one Lua script run on Redis's clock, so check-and-record
+// is atomic across workers. Keys carry the lowercase hex SHA-256 of the
+// consumer URL, never the URL. Redis trouble never stops deliveries: each
+// call is bounded by CallTimeout and any error allows the attempt
+// (fail-open); gating resumes on the next call that succeeds.
+package gates
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// RetryRPSDefault is the default Config.RetryRPS.
+	RetryRPSDefault = 10
+	// BreakerResetDefault is the default Config.BreakerReset.
+	BreakerResetDefault = 5 * time.Minute
+	// CallTimeoutDefault is the default Config.CallTimeout.
+	CallTimeoutDefault = 100 * time.Millisecond
+	// ProbeTTLDefault is the default Config.ProbeTTL.
+	ProbeTTLDefault = 30 * time.Second
+	// Window is the rate limit's sliding window.
+	Window = time.Second
+	// ProbeBusyDefer is how long an attempt waits while another worker's
+	// half-open probe is in flight.
+	ProbeBusyDefer = time.Second
+)
+
+//go:embed check.lua
+var checkSrc string
+
+//go:embed record.lua
+var recordSrc string
+
+var (
+	checkScript  = redis.NewScript(checkSrc)
+	recordScript = redis.NewScript(recordSrc)
+)
+
+// Client is the part of a go-redis client the gates use; *redis.Client and
+// redis.UniversalClient satisfy it.
+type Client interface {
+	redis.Scripter
+	Get(ctx context.Context, key string) *redis.StringCmd
+}
+
+// Config configures Gates.
+type Config struct {
+	// Client reaches Redis. Nil disables both gates: Check allows every
+	// attempt without a Redis call. Metrics are registered either way.
+	Client Client
+	// KeyPrefix is prepended to every key. Defaults to "".
+	KeyPrefix string
+	// RetryRPS is the most retry attempts (attempt >= 2) per second per
+	// consumer URL. Defaults to RetryRPSDefault (10).
+	RetryRPS int
+	// BreakerThreshold is how many consecutive retryable failures open the
+	// circuit. 0 (the default) disables the breaker.
+	BreakerThreshold int
+	// BreakerReset is how long the circuit stays open. Defaults to
+	// BreakerResetDefault (5m).
+	BreakerReset time.Duration
+	// ProbeTTL is the expiry of the half-open probe ownership; it must
+	// exceed the request timeout. Defaults to ProbeTTLDefault (30s).
+	ProbeTTL time.Duration
+	// CallTimeout bounds each Redis call. Defaults to CallTimeoutDefault
+	// (100ms).
+	CallTimeout time.Duration
+	// Registerer receives the metrics. Required.
+	Registerer prometheus.Registerer
+	// Logger receives Redis errors at debug level. Defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Gates decides, per attempt, whether to send.
+type Gates struct {
+	cfg     Config
+	metrics *metrics
+}
+
+// New returns Gates or an error naming the bad field.
+func New(cfg Config) (*Gates, error) {
+	if cfg.Registerer == nil {
+		return nil, errors.New("gates: Registerer is required")
+	}
+	if cfg.RetryRPS < 0 || cfg.BreakerThreshold < 0 || cfg.BreakerReset < 0 || cfg.ProbeTTL < 0 || cfg.CallTimeout < 0 {
+		return nil, errors.New("gates: RetryRPS, BreakerThreshold, BreakerReset, ProbeTTL and CallTimeout must not be negative")
+	}
+	cfg.RetryRPS = cmp.Or(cfg.RetryRPS, RetryRPSDefault)
+	cfg.BreakerReset = cmp.Or(cfg.BreakerReset, BreakerResetDefault)
+	cfg.ProbeTTL = cmp.Or(cfg.ProbeTTL, ProbeTTLDefault)
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, CallTimeoutDefault)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	return &Gates{cfg: cfg, metrics: newMetrics(cfg.Registerer)}, nil
+}
+
+// Enabled reports whether a Redis client is configured.
+func (g *Gates) Enabled() bool { return g.cfg.Client != nil }
+
+// Reason says why an attempt was not allowed.
+type Reason int
+
+// The reasons of a refusal.
+const (
+	ReasonNone Reason = iota
+	ReasonRateLimited
+	ReasonCircuitOpen
+	ReasonProbeBusy
+)
+
+// String is the metric label of r.
+func (r Reason) String() string {
+	switch r {
+	case ReasonRateLimited:
+		return "rate_limited"
+	case ReasonCircuitOpen:
+		return "circuit_open"
+	case ReasonProbeBusy:
+		return "probe_busy"
+	default:
+		return "none"
+	}
+}
+
+// Decision is the verdict on one attempt.
+type Decision struct {
+	Allow    bool
+	Reason   Reason        // why not allowed
+	DeferFor time.Duration // when not allowed: how long to defer the row (> 0)
+	Probe    bool          // this attempt is the half-open probe
+}
+
+// Outcome of an attempt, for Record.
+type Outcome int
+
+// The outcomes Record takes.
+const (
+	Success Outcome = iota + 1
+	RetryableFailure
+	PermanentFailure
+)
+
+// keys returns the breaker, probe and rate-limit keys of consumerURL.
+func (g *Gates) keys(consumerURL string) []string {
+	sum := sha256.Sum256([]byte(consumerURL))
+	h := hex.EncodeToString(sum[:])
+	p := g.cfg.KeyPrefix
+	return []string{p + "webhook_cb:" + h, p + "webhook_cb_probe:" + h, p + "webhook_rl:" + h}
+}
+
+func (g *Gates) stateTTL() int64 { return (2*g.cfg.BreakerReset + time.Hour).Milliseconds() }
+
+// Check decides one attempt for consumerURL; attempt is 1 for a first
+// attempt (never rate limited). On any Redis error it allows the attempt.
+func (g *Gates) Check(ctx context.Context, consumerURL string, attempt int) Decision {
+	allow := Decision{Allow: true}
+	if g.cfg.Client == nil || (g.cfg.BreakerThreshold == 0 && attempt < 2) {
+		return allow
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+	defer cancel()
+	res, err := checkScript.Run(ctx, g.cfg.Client, g.keys(consumerURL),
+		g.cfg.BreakerThreshold, attempt, g.cfg.RetryRPS, g.cfg.ProbeTTL.Milliseconds(), token(),
+		g.stateTTL(), ProbeBusyDefer.Milliseconds()).Slice()
+	if err == nil && len(res) != 6 {
+		err = fmt.Errorf("unexpected reply of %d values", len(res))
+	}
+	if err != nil {
+		g.redisError("check", err)
+		return allow
+	}
+	g.transition(res[4], res[5])
+	d := Decision{Allow: res[0].(int64) == 1, Reason: Reason(res[1].(int64)),
+		DeferFor: time.Duration(res[2].(int64)) * time.Millisecond, Probe: res[3].(int64) == 1}
+	if !d.Allow {
+		d.DeferFor = max(d.DeferFor, time.Millisecond)
+		g.metrics.deferrals.WithLabelValues(d.Reason.String()).Inc()
+	}
+	return d
+}
+
+// Record updates the breaker with the outcome of an allowed attempt; probe
+// is that attempt's Decision.Probe. Best effort: errors are counted and
+// logged at debug.
+func (g *Gates) Record(ctx context.Context, consumerURL string, o Outcome, probe bool) {
+	if g.cfg.Client == nil || g.cfg.BreakerThreshold == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+	defer cancel()
+	p := 0
+	if probe {
+		p = 1
+	}
+	res, err := recordScript.Run(ctx, g.cfg.Client, g.keys(consumerURL)[:2],
+		int(o), p, g.cfg.BreakerThreshold, g.cfg.BreakerReset.Milliseconds(), g.stateTTL()).Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("unexpected reply of %d values", len(res))
+	}
+	if err != nil {
+		g.redisError("record", err)
+		return
+	}
+	g.transition(res[0], res[1])
+}
+
+func (g *Gates) transition(from, to any) {
+	f, _ := from.(string)
+	t, _ := to.(string)
+	if f != "" && t != "" && f != t {
+		g.metrics.transitions.WithLabelValues(f, t).Inc()
+	}
+}
+
+func (g *Gates) redisError(op string, err error) {
+	g.metrics.redisErrors.WithLabelValues(op).Inc()
+	g.cfg.Logger.Debug("gates: redis call failed; allowing (fail-open)", "op", op, "error", err)
+}
+
+func token() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
