@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
+)
+
+// testRedisURL is the shared test Redis. Keys of a gate test are those of
+// its consumer's URL (a fresh port per test), deleted at the end.
+func testRedisURL(t *testing.T, c *consumer) string {
+	t.Helper()
+	u := os.Getenv("TEST_REDIS_URL")
+	if u == "" {
+		u = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	if err := client.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("Redis is required (TEST_REDIS_URL): %v", err)
+	}
+	sum := sha256.Sum256([]byte(c.srv.URL))
+	h := hex.EncodeToString(sum[:])
+	t.Cleanup(func() {
+		client.Del(context.Background(), "webhook_rl:"+h, "webhook_cb:"+h, "webhook_cb_probe:"+h)
+		client.Close()
+	})
+	return u
+}
+
+func TestRetryRateLimitAcrossTwoWorkers(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	c := newConsumer(t, func(delivery) int { return http.StatusServiceUnavailable })
+	env := baseEnv(db, c, map[string]string{
+		"REDIS_URL": testRedisURL(t, c), "WEBHOOK_RETRY_RPS": "4", "WEBHOOK_MAX_ATTEMPTS": "1000",
+		"WEBHOOK_BACKOFF_BASE_MS": "10", "WEBHOOK_BACKOFF_MAX_MS": "20",
+	})
+	startProcess(t, env)
+	startProcess(t, env)
+	insertTx(t, db, 20)
+	waitfor.True(t, 30*time.Second, "retries over 2.5 s", func() bool {
+		var first, last time.Time
+		for _, d := range c.deliveries() {
+			if d.Attempt >= 2 {
+				if first.IsZero() {
+					first = d.At
+				}
+				last = d.At
+			}
+		}
+		return !first.IsZero() && last.Sub(first) > 2500*time.Millisecond
+	})
+	var retries []time.Time
+	for _, d := range c.deliveries() {
+		if d.Attempt >= 2 {
+			retries = append(retries, d.At)
+		}
+	}
+	sort.Slice(retries, func(i, j int) bool { return retries[i].Before(retries[j]) })
+	// Within any 900 ms (the 1 s window less receipt jitter) at most 4 retries.
+	for i := range retries {
+		n := 0
+		for j := i; j >= 0 && retries[i].Sub(retries[j]) < 900*time.Millisecond; j-- {
+			n++
+		}
+		if n > 4 {
+			t.Fatalf("%d retries within 900 ms ending at #%d; the limit is 4/s", n, i)
+		}
+	}
+	if len(retries) < 8 {
+		t.Fatalf("only %d retries in 2.5 s: the limit starved the consumer", len(retries))
+	}
+	// Deferral loses nothing: every event still has exactly one pending row.
+	if n := db.Count(t, "SELECT count(DISTINCT delivery_id) FROM webhook_outbox WHERE NOT processed"); n != 20 {
+		t.Fatalf("%d events pending, want 20", n)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter"); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
+
+func TestCircuitBreakerStopsTrafficThenProbes(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	var healthy atomic.Bool
+	c := newConsumer(t, func(delivery) int {
+		if healthy.Load() {
+			return http.StatusOK
+		}
+		return http.StatusInternalServerError
+	})
+	env := baseEnv(db, c, map[string]string{
+		"REDIS_URL": testRedisURL(t, c), "WEBHOOK_CIRCUIT_BREAKER_THRESHOLD": "3",
+		"WEBHOOK_CIRCUIT_BREAKER_RESET_MS": "700", "WEBHOOK_MAX_ATTEMPTS": "1000",
+		"WEBHOOK_BACKOFF_BASE_MS": "10", "WEBHOOK_BACKOFF_MAX_MS": "20",
+	})
+	startProcess(t, env)
+	startProcess(t, env)
+	db.Insert(t, "e", `{}`)
+	waitfor.True(t, 20*time.Second, "three failures open the circuit", func() bool { return len(c.deliveries()) >= 3 })
+	opened := c.deliveries()[2].At
+	waitfor.True(t, 20*time.Second, "the half-open probe", func() bool { return len(c.deliveries()) >= 4 })
+	got := c.deliveries()
+	if gap := got[3].At.Sub(opened); gap < 600*time.Millisecond {
+		t.Fatalf("a request %v after the circuit opened; want none for 700 ms", gap)
+	}
+	healthy.Store(true)
+	waitfor.True(t, 20*time.Second, "delivered after a successful probe", func() bool {
+		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed") == 0
+	})
+	// Between the opening and the probe, and between probes, never two
+	// requests closer than the reset period: at most one probe at a time.
+	got = c.deliveries()
+	for i := 3; i < len(got); i++ {
+		if gap := got[i].At.Sub(got[i-1].At); gap < 600*time.Millisecond {
+			t.Fatalf("requests %d and %d only %v apart while the circuit was open or half-open", i-1, i, gap)
+		}
+	}
+}
+
+func TestRedisUnreachableDeliveriesContinue(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	c := newConsumer(t, nil)
+	w := startInProcess(t, baseEnv(db, c, map[string]string{
+		"REDIS_URL": "redis://:n0tlogged@127.0.0.1:1/0", "WEBHOOK_CIRCUIT_BREAKER_THRESHOLD": "1",
+	}))
+	insertTx(t, db, 20)
+	waitProcessed(t, db, 20, 20*time.Second)
+	if len(c.byID()) != 20 {
+		t.Fatalf("delivered %d of 20 with Redis down", len(c.byID()))
+	}
+	if logs := w.logs.String(); len(logs) == 0 || strings.Contains(logs, "n0tlogged") {
+		t.Fatal("the Redis password reached the logs (or nothing was logged)")
+	}
+}
