@@ -37,6 +37,8 @@ const usage = `usage: worker [command]
 Commands:
   (none)    run the dispatcher
   migrate   apply every migration and trigger (idempotent)
+  status    pending, scheduled, oldest age, dead letters, workers [--json]
+  dlq       list, replay and purge dead letters (worker dlq --help)
   help      show this text
 
 Configuration comes from the environment; see README.md.
@@ -53,6 +55,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDispatcher(ctx, getenv, stderr)
 	case "migrate":
 		return runMigrate(ctx, getenv, stdout, stderr)
+	case "status":
+		return runStatus(ctx, args, getenv, stdout, stderr)
+	case "dlq":
+		return runDLQ(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

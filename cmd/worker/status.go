@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fluxora/webhook-worker/gates"
+	schema "github.com/fluxora/webhook-worker/sql"
+)
+
+const statusSQL = `SELECT
+  (SELECT count(*) FROM webhook_outbox WHERE NOT processed AND created_at <= now()),
+  (SELECT count(*) FROM webhook_outbox WHERE NOT processed AND created_at > now()),
+  COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM webhook_outbox WHERE NOT processed AND created_at <= now()), 0),
+  (SELECT count(*) FROM webhook_outbox WHERE processed AND processed_at > now() - interval '1 hour'),
+  (SELECT count(*) FROM webhook_dead_letter),
+  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fluxora-webhook-listener')`
+
+// outboxStatus is what `worker status` reports.
+type outboxStatus struct {
+	PendingDue        int64          `json:"pending_due"`
+	ScheduledRetries  int64          `json:"scheduled"`
+	OldestPendingSecs float64        `json:"oldest_pending_seconds"`
+	ProcessedLastHour int64          `json:"processed_last_hour"`
+	DeadLetters       int64          `json:"dead_letters"`
+	ListeningWorkers  int64          `json:"listening_workers"`
+	Circuit           *circuitStatus `json:"circuit,omitempty"`
+}
+
+type circuitStatus struct {
+	Consumer string    `json:"consumer"`
+	State    string    `json:"state"`
+	Failures int       `json:"failures"`
+	ResetAt  time.Time `json:"reset_at,omitzero"`
+	Error    string    `json:"error,omitempty"`
+}
+
+func runStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("worker status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: worker status [--json]\n\nPending, scheduled, oldest pending age, processed in the last hour,\ndead letters, listening workers, and the circuit state when REDIS_URL and\nWEBHOOK_URL are set.\n")
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	pool, code := opsPool(ctx, getenv, stderr, "status")
+	if pool == nil {
+		return code
+	}
+	defer pool.Close()
+	var s outboxStatus
+	err := pool.QueryRow(ctx, statusSQL).Scan(&s.PendingDue, &s.ScheduledRetries, &s.OldestPendingSecs,
+		&s.ProcessedLastHour, &s.DeadLetters, &s.ListeningWorkers)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker status: %v\n", err)
+		return exitFailure
+	}
+	s.Circuit = circuit(ctx, getenv)
+	if *asJSON {
+		_ = json.NewEncoder(stdout).Encode(s)
+		return exitOK
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "pending (due now)\t%d\n", s.PendingDue)
+	fmt.Fprintf(w, "scheduled (retries, deferrals)\t%d\n", s.ScheduledRetries)
+	fmt.Fprintf(w, "oldest pending\t%s\n", (time.Duration(s.OldestPendingSecs * float64(time.Second))).Round(time.Millisecond))
+	fmt.Fprintf(w, "processed in the last hour\t%d\n", s.ProcessedLastHour)
+	fmt.Fprintf(w, "dead letters\t%d\n", s.DeadLetters)
+	fmt.Fprintf(w, "listening workers\t%d\n", s.ListeningWorkers)
+	if c := s.Circuit; c != nil {
+		if c.Error != "" {
+			fmt.Fprintf(w, "circuit (%s)\tunknown: %s\n", c.Consumer, c.Error)
+		} else {
+			fmt.Fprintf(w, "circuit (%s)\t%s, %d failures\n", c.Consumer, c.State, c.Failures)
+		}
+	}
+	_ = w.Flush()
+	return exitOK
+}
+
+// circuit reads the breaker state of WEBHOOK_URL when Redis is configured.
+func circuit(ctx context.Context, getenv func(string) string) *circuitStatus {
+	ru, wu := getenv("REDIS_URL"), getenv("WEBHOOK_URL")
+	if ru == "" || wu == "" {
+		return nil
+	}
+	u, err := url.Parse(wu)
+	if err != nil {
+		return nil
+	}
+	cs := &circuitStatus{Consumer: u.Scheme + "://" + u.Host + u.Path}
+	opt, err := redis.ParseURL(ru)
+	if err != nil {
+		cs.Error = "REDIS_URL is not a valid redis URL"
+		return cs
+	}
+	client := redis.NewClient(opt)
+	defer client.Close()
+	g, err := gates.New(gates.Config{Client: client, Registerer: prometheus.NewRegistry(), CallTimeout: 2 * time.Second})
+	if err != nil {
+		cs.Error = err.Error()
+		return cs
+	}
+	st, err := g.State(ctx, wu)
+	if err != nil {
+		cs.Error = "redis unreachable"
+		return cs
+	}
+	cs.State, cs.Failures, cs.ResetAt = st.State, st.Failures, st.ResetAt
+	return cs
+}
+
+// parseFlags parses args; ok is false when the command must exit with code.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// opsPool connects for an operator command and checks the schema; on
+// failure it returns nil and the exit code.
+func opsPool(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*pgxpool.Pool, int) {
+	cfg, err := loadDatabaseConfig(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker %s: configuration:\n%v\n", name, err)
+		return nil, exitUsage
+	}
+	pool, err := openPool(ctx, cfg, 2)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker %s: %v\n", name, err)
+		return nil, exitFailure
+	}
+	if err := schema.Check(ctx, pool); err != nil {
+		pool.Close()
+		fmt.Fprintf(stderr, "worker %s: %v\n", name, err)
+		if errors.Is(err, schema.ErrNotMigrated) {
+			return nil, exitSchema
+		}
+		return nil, exitFailure
+	}
+	return pool, exitOK
+}
