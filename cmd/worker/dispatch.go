@@ -21,6 +21,7 @@ import (
 	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/listener"
+	"github.com/fluxora/webhook-worker/retention"
 	"github.com/fluxora/webhook-worker/sender"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
@@ -115,6 +116,13 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return lst.Run(gctx) })
 	g.Go(func() error { return d.Run(gctx, work) })
+	if cfg.Retention > 0 {
+		ret, err := retention.New(retention.Config{Pool: pool, Retention: cfg.Retention, Logger: log, Registerer: reg})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return ret.Run(gctx) })
+	}
 	if cfg.MetricsAddr != "" {
 		srv, err := newHealthServer(cfg.MetricsAddr, reg, func(ctx context.Context) error {
 			if !lst.Connected() {
@@ -129,7 +137,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("worker: serving /metrics, /healthz, /readyz", "addr", srv.Addr())
 	}
 	log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
-		"max_batches", maxBatches, "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
+		"max_batches", maxBatches, "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
 		"gates", gatesSummary(cfg))
 	err = g.Wait()
 	if forced.Load() {

@@ -1,0 +1,117 @@
+// Package retention deletes processed outbox rows older than the retention
+// period, in small batches, by at most one worker at a time (a session
+// advisory lock), so the outbox stays small after months of traffic without
+// long locks.
+package retention
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+const (
+	// BatchSizeDefault is the most rows one DELETE removes.
+	BatchSizeDefault = 1000
+	// IntervalMax caps the default interval between rounds.
+	IntervalMax = 5 * time.Minute
+	lockKey     = 0x666c75786f7262 // "fluxorb": one deleter across workers
+)
+
+const deleteSQL = `DELETE FROM webhook_outbox WHERE id IN (
+  SELECT id FROM webhook_outbox WHERE processed AND processed_at < now() - $1 * interval '1 millisecond'
+  ORDER BY processed_at LIMIT $2)`
+
+// Config configures a Deleter.
+type Config struct {
+	// Pool supplies one connection per round. Required.
+	Pool *pgxpool.Pool
+	// Retention is how long processed rows are kept. Required (> 0).
+	Retention time.Duration
+	// Interval between rounds. Defaults to min(Retention/10, IntervalMax).
+	Interval time.Duration
+	// BatchSize is the most rows per DELETE. Defaults to BatchSizeDefault.
+	BatchSize int
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Registerer receives fluxora_webhook_retention_deleted_rows_total.
+	// Required.
+	Registerer prometheus.Registerer
+}
+
+// Deleter runs retention rounds.
+type Deleter struct {
+	cfg     Config
+	deleted prometheus.Counter
+}
+
+// New returns a Deleter or an error naming the bad field.
+func New(cfg Config) (*Deleter, error) {
+	if cfg.Pool == nil || cfg.Registerer == nil {
+		return nil, errors.New("retention: Pool and Registerer are required")
+	}
+	if cfg.Retention <= 0 {
+		return nil, errors.New("retention: Retention must be positive")
+	}
+	cfg.Interval = cmp.Or(cfg.Interval, min(cfg.Retention/10, IntervalMax))
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	return &Deleter{cfg: cfg, deleted: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
+		Name: "fluxora_webhook_retention_deleted_rows_total",
+		Help: "Processed outbox rows deleted by retention.",
+	})}, nil
+}
+
+// Run deletes every Interval until ctx ends; the first round runs at once.
+func (d *Deleter) Run(ctx context.Context) error {
+	t := time.NewTicker(d.cfg.Interval)
+	defer t.Stop()
+	for {
+		if n, skipped, err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Warn("retention: round failed", "error", err)
+		} else if n > 0 {
+			d.cfg.Logger.Info("retention: deleted processed rows", "rows", n, "skipped", skipped)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce deletes old processed rows in batches until none is left. skipped
+// is true when another worker holds the retention lock.
+func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err error) {
+	conn, err := d.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("retention: %w", err)
+	}
+	defer conn.Release()
+	var got bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(lockKey)).Scan(&got); err != nil {
+		return 0, false, fmt.Errorf("retention: lock: %w", err)
+	}
+	if !got {
+		return 0, true, nil
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(lockKey)) //nolint:errcheck
+	for {
+		tag, err := conn.Exec(ctx, deleteSQL, d.cfg.Retention.Milliseconds(), d.cfg.BatchSize)
+		if err != nil {
+			return deleted, false, fmt.Errorf("retention: delete: %w", err)
+		}
+		deleted += tag.RowsAffected()
+		d.deleted.Add(float64(tag.RowsAffected()))
+		if tag.RowsAffected() < int64(d.cfg.BatchSize) {
+			return deleted, false, nil
+		}
+	}
+}
