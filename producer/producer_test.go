@@ -1,0 +1,87 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/producer"
+)
+
+var _ producer.Querier = pgx.Tx(nil)
+
+func TestEnqueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := producer.EnqueueJSON(ctx, tx, "stream.updated", map[string]int{"id": 7})
+	if err != nil || len(id) != 36 {
+		t.Fatalf("enqueue: %q %v", id, err)
+	}
+	_ = tx.Rollback(ctx)
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox"); n != 0 {
+		t.Fatalf("rolled-back enqueue left %d rows", n)
+	}
+
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		id, err = producer.Enqueue(ctx, tx, "stream.updated", []byte(`{"id": 8}`))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE delivery_id = $1 AND payload->>'id' = '8'", id); n != 1 {
+		t.Fatalf("committed enqueue: %d rows", n)
+	}
+
+	for _, tc := range []struct {
+		event   string
+		payload string
+		want    error
+	}{
+		{"", `{}`, producer.ErrEmptyEventType},
+		{"a\r\nx-evil: 1", `{}`, producer.ErrEventTypeInvalid},
+		{strings.Repeat("e", 256), `{}`, producer.ErrEventTypeInvalid},
+		{"bad\xffutf8", `{}`, producer.ErrEventTypeInvalid},
+		{"e", `{"s":"` + strings.Repeat("x", 256<<10) + `"}`, producer.ErrPayloadTooLarge},
+		{"e", `{not json`, producer.ErrPayloadNotJSON},
+	} {
+		if _, err := producer.Enqueue(ctx, db.Pool, tc.event, []byte(tc.payload)); !errors.Is(err, tc.want) {
+			t.Errorf("Enqueue(%q, %.20q) = %v, want %v", tc.event, tc.payload, err, tc.want)
+		}
+	}
+}
+
+func TestSQLFunction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	var id string
+	if err := db.Pool.QueryRow(ctx, "SELECT webhook_enqueue('invoice.paid', '{\"n\": 1}')::text").Scan(&id); err != nil || len(id) != 36 {
+		t.Fatalf("webhook_enqueue: %q %v", id, err)
+	}
+	for _, tc := range []struct{ event, payload, msg string }{
+		{"", `{}`, "event_type must not be empty"},
+		{"a\nb", `{}`, "control characters"},
+		{"e", `{"s":"` + strings.Repeat("x", 256<<10) + `"}`, "over the 256 KiB limit"},
+	} {
+		_, err := db.Pool.Exec(ctx, "SELECT webhook_enqueue($1, $2::jsonb)", tc.event, tc.payload)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, tc.msg) {
+			t.Errorf("webhook_enqueue(%q): %v, want %q", tc.event, err, tc.msg)
+		}
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox"); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
+	}
+}
