@@ -62,7 +62,14 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	// The claim transaction waits on HTTP: make sure the server's
 	// idle_in_transaction_session_timeout cannot end it first.
 	idle := strconv.FormatInt(max(2*cfg.Timeout, cfg.Timeout+30*time.Second).Milliseconds(), 10)
-	pool, err := openPool(ctx, cfg, int32(maxBatches+2), "idle_in_transaction_session_timeout", idle)
+	// synchronous_commit=off on the worker's own transactions: they no
+	// longer queue for WAL flushes behind (and ahead of) the producers'. A
+	// database crash can lose only the last few hundred milliseconds of
+	// recorded outcomes; each lost transaction is atomic (mark + retry +
+	// dead letter), so its rows are pending again and are redelivered, never
+	// lost.
+	pool, err := openPool(ctx, cfg, int32(maxBatches+2),
+		"idle_in_transaction_session_timeout", idle, "synchronous_commit", "off")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,228 @@
+// Command bench compares the Fluxora webhook worker with River and with a
+// poll-only loop on a local PostgreSQL, delivering to a loopback consumer.
+//
+//	cd bench && go run .
+//
+// See README.md for the modes, the flags and how to read the table.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command-line flags.
+type options struct {
+	modes, systems   []string
+	events           int // latency mode
+	pollEvents       int // latency mode, poll-only system
+	retryEvents      int
+	backlog          int // drain mode
+	duration         time.Duration
+	producers        int
+	costPairs        int
+	costDuration     time.Duration
+	db, worker       string
+	json             bool
+	dump             string // directory for per-event CSV files, "" for none
+	tunedBatch       int
+	tunedConcurrency int
+}
+
+func main() {
+	if os.Getenv(riverChildEnv) == "1" {
+		os.Exit(riverChildMain())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	modes := fs.String("modes", strings.Join(allModes, ","), "comma-separated modes to run")
+	systems := fs.String("systems", strings.Join(allSystems, ","), "comma-separated systems to run")
+	fs.IntVar(&o.events, "events", 300, "latency mode: events, one every 10ms")
+	fs.IntVar(&o.pollEvents, "poll-events", 30, "latency mode: events for the poll-only system, spread over 1.1 poll intervals")
+	fs.IntVar(&o.retryEvents, "retry-events", 200, "retry mode: events, one every 10ms, each failing its first attempt")
+	fs.IntVar(&o.backlog, "backlog", 20000, "drain mode: rows inserted before the system starts")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "burst mode: how long the producers insert")
+	fs.IntVar(&o.producers, "producers", 8, "burst and cost modes: concurrent producers")
+	fs.IntVar(&o.costPairs, "cost-pairs", 3, "cost mode: trigger on/off pairs")
+	fs.DurationVar(&o.costDuration, "cost-duration", 3*time.Second, "cost mode: length of each run")
+	fs.StringVar(&o.db, "db", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "admin database URL (creates and drops fluxora_bench_* databases)")
+	fs.StringVar(&o.worker, "worker", "", "prebuilt worker binary (default: build ../cmd/worker into a temp dir)")
+	fs.BoolVar(&o.json, "json", false, "print machine-readable JSON instead of the table")
+	fs.StringVar(&o.dump, "dump", "", "write per-event latency-mode CSV files (seq, insert start, commit, receipt) into this directory")
+	fs.IntVar(&o.tunedBatch, "tuned-batch", 100, "worker-tuned: WEBHOOK_BATCH_SIZE")
+	fs.IntVar(&o.tunedConcurrency, "tuned-concurrency", 200, "worker-tuned: WEBHOOK_CONCURRENCY")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.modes, err = pick("-modes", *modes, allModes); err != nil {
+		return o, err
+	}
+	if o.systems, err = pick("-systems", *systems, allSystems); err != nil {
+		return o, err
+	}
+	if o.events < 1 || o.pollEvents < 1 || o.retryEvents < 1 || o.backlog < 1 || o.producers < 1 || o.costPairs < 1 {
+		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -producers and -cost-pairs must be at least 1")
+	}
+	if o.duration <= 0 || o.costDuration <= 0 {
+		return o, errors.New("-duration and -cost-duration must be positive")
+	}
+	return o, nil
+}
+
+// pick parses a comma list, keeping known's order and rejecting unknowns.
+func pick(flagName, list string, known []string) ([]string, error) {
+	want := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(known, s) {
+			return nil, fmt.Errorf("%s: unknown %q (known: %s)", flagName, s, strings.Join(known, ", "))
+		}
+		want[s] = true
+	}
+	var out []string
+	for _, k := range known {
+		if want[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: nothing selected", flagName)
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opt, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := benchmark(ctx, opt, stderr)
+	if rep != nil {
+		if opt.json {
+			if jerr := writeJSON(stdout, rep); jerr != nil {
+				return jerr
+			}
+		} else {
+			writeTable(stdout, rep)
+		}
+	}
+	return err
+}
+
+// benchmark runs every selected system through every selected mode. A
+// failing mode is recorded and the rest go on; the report is returned even
+// when ctx ends early.
+func benchmark(ctx context.Context, opt options, log io.Writer) (*report, error) {
+	bin := opt.worker
+	needWorker := slices.ContainsFunc(opt.systems, func(s string) bool { return !strings.HasPrefix(s, "river-") })
+	if bin == "" && needWorker {
+		tmp, err := os.MkdirTemp("", "fluxora-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		if bin, err = buildWorker(ctx, tmp); err != nil {
+			return nil, err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	secret := "fluxora-bench-secret"
+	cons, err := newConsumer([]byte(secret))
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close()
+	dbs, err := openDatabases(ctx, opt.db)
+	if err != nil {
+		return nil, err
+	}
+	defer dbs.Close()
+
+	rep := &report{Options: opt.summary(), Started: time.Now(), Machine: machine(ctx, dbs)}
+	for _, name := range opt.systems {
+		sys := newSystem(name, opt, bin, self, common{name: name, consumerURL: cons.URL(), secret: secret})
+		fmt.Fprintf(log, "bench: %s (%s)\n", name, sys.Settings())
+		res := runSystem(ctx, opt, dbs, cons, sys, log)
+		rep.Systems = append(rep.Systems, res)
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	rep.BadSignatures = cons.badSignatures.Load()
+	rep.Elapsed = time.Since(rep.Started)
+	return rep, nil
+}
+
+// machine describes where the bench runs.
+func machine(ctx context.Context, dbs *databases) string {
+	var version string
+	if err := dbs.admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		version = "?"
+	}
+	return fmt.Sprintf("%d CPUs, PostgreSQL %s, %s", runtime.NumCPU(), version, runtime.Version())
+}
+
+func newSystem(name string, opt options, bin, self string, c common) system {
+	switch name {
+	case sysWorkerTuned:
+		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency)}
+	case sysRiverDefaults:
+		return &riverSystem{common: c, bin: self, maxWorkers: riverDefaultWorkers}
+	case sysRiverTuned:
+		return &riverSystem{common: c, bin: self, maxWorkers: 100,
+			fetchCooldown: time.Millisecond, fetchPollInterval: 50 * time.Millisecond}
+	case sysPollOnly:
+		return &workerSystem{common: c, bin: bin, pollOnly: true}
+	default:
+		return &workerSystem{common: c, bin: bin}
+	}
+}
+
+// buildWorker builds ../cmd/worker (relative to the bench directory, the
+// working directory of `go run .` and `go test`) into dir.
+func buildWorker(ctx context.Context, dir string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Dir(wd)
+	if _, err := os.Stat(filepath.Join(root, "cmd", "worker")); err != nil {
+		return "", fmt.Errorf("no ../cmd/worker from %s: run from bench/ or pass -worker", wd)
+	}
+	bin := filepath.Join(dir, "worker")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/worker")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build worker: %w\n%s", err, out)
+	}
+	return bin, nil
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// report is everything one bench run measured.
+type report struct {
+	Options       map[string]any `json:"options"`
+	Machine       string         `json:"machine"`
+	Started       time.Time      `json:"started"`
+	Elapsed       time.Duration  `json:"elapsed_ns"`
+	Systems       []SystemResult `json:"systems"`
+	BadSignatures int64          `json:"bad_signatures"`
+	Targets       []Target       `json:"targets"`
+}
+
+// SystemResult is one system's results; a mode that did not run is nil.
+type SystemResult struct {
+	Name       string            `json:"name"`
+	Settings   string            `json:"settings"`
+	Database   string            `json:"database"` // created for the run, dropped after it
+	Latency    *LatencyResult    `json:"latency,omitempty"`
+	Drain      *DrainResult      `json:"drain,omitempty"`
+	Burst      *BurstResult      `json:"burst,omitempty"`
+	Cost       *CostResult       `json:"cost,omitempty"`
+	Retry      *RetryResult      `json:"retry,omitempty"`
+	Duplicates int               `json:"duplicates"` // deliveries of an already delivered event
+	Errors     map[string]string `json:"errors,omitempty"`
+}
+
+func (o options) summary() map[string]any {
+	return map[string]any{
+		"modes": o.modes, "systems": o.systems, "events": o.events, "poll_events": o.pollEvents,
+		"retry_events": o.retryEvents, "backlog": o.backlog, "duration": o.duration.String(),
+		"producers": o.producers, "cost_pairs": o.costPairs, "cost_duration": o.costDuration.String(),
+		"tuned_batch": o.tunedBatch, "tuned_concurrency": o.tunedConcurrency,
+	}
+}
+
+func writeJSON(w io.Writer, rep *report) error {
+	rep.Targets = targets(rep)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// writeTable prints the report as aligned plain-text tables.
+func writeTable(w io.Writer, rep *report) {
+	rep.Targets = targets(rep)
+	fmt.Fprintf(w, "Fluxora webhook benchmark — %s; %s; took %s\n", rep.Machine,
+		rep.Started.Format(time.RFC3339), rep.Elapsed.Round(time.Second))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	section(tw, "SYSTEMS", "system\tsettings")
+	for _, s := range rep.Systems {
+		fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Settings)
+	}
+	writeModes(tw, rep)
+	section(tw, "TARGETS", "target\tsystem\tvalue\tresult")
+	for _, t := range rep.Targets {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.System, t.Value, passFail(t.Pass))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nbad signatures: %d   duplicate deliveries: %d\n", rep.BadSignatures, duplicates(rep))
+	for _, s := range rep.Systems {
+		for mode, e := range s.Errors {
+			fmt.Fprintf(w, "ERROR %s %s: %s\n", s.Name, mode, firstLine(e))
+		}
+	}
+}
+
+func writeModes(tw *tabwriter.Writer, rep *report) {
+	if has(rep, func(s SystemResult) bool { return s.Latency != nil }) {
+		section(tw, "LATENCY  insert start -> consumer receipt, ms (one event every 10 ms; poll-only: spread over 11 s)",
+			"system\tevents\tp50\tp90\tp99\tmax\tmissing\tcommit p50/p99\tafter commit p50/p99")
+		for _, s := range rep.Systems {
+			if l := s.Latency; l != nil {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s / %s\t%s / %s\n", s.Name, l.Events, pcts(l.Latency), l.Missing,
+					ms(l.Commit.P50), ms(l.Commit.P99), ms(l.After.P50), ms(l.After.P99))
+			}
+		}
+	}
+	if has(rep, func(s SystemResult) bool { return s.Drain != nil }) {
+		section(tw, "DRAIN  backlog inserted first; process start -> last receipt",
+			"system\trows\tseconds\tdeliveries/s\tcpu-s/1k\tdb-cpu-s/1k\tpeak RSS MiB\tmissing")
+		for _, s := range rep.Systems {
+			if d := s.Drain; d != nil {
+				fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%.1f\t%d\n", s.Name, d.Rows, d.Elapsed.Seconds(),
+					d.PerSecond, d.CPUPer1000, d.DBCPUPer1000, float64(d.PeakRSS)/(1<<20), d.Missing)
+			}
+		}
+	}
+	if has(rep, func(s SystemResult) bool { return s.Burst != nil }) {
+		section(tw, "BURST  producers insert single-row transactions as fast as they can; latency in ms",
+			"system\tinserted\tinserts/s\tdelivered/s\tratio\tp50\tp90\tp99\tmax\tcommit p50/p99\tafter commit p50/p99\tcpu-s/1k\tdb-cpu-s/1k\tmissing")
+		for _, s := range rep.Systems {
+			if b := s.Burst; b != nil {
+				fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%s\t%s / %s\t%s / %s\t%.3f\t%.3f\t%d\n", s.Name, b.Inserted, b.InsertRate,
+					b.DeliveredRate, b.Ratio, pcts(b.Latency), ms(b.Commit.P50), ms(b.Commit.P99), ms(b.After.P50), ms(b.After.P99),
+					b.CPUPer1000, b.DBCPUPer1000, b.Missing)
+			}
+		}
+	}
+	if has(rep, func(s SystemResult) bool { return s.Cost != nil }) {
+		section(tw, "PRODUCER COST  commits/s with the worker running (polling every 10 ms); trigger on vs dropped",
+			"system\ton (runs)\toff (runs)\tratio")
+		for _, s := range rep.Systems {
+			if c := s.Cost; c != nil {
+				fmt.Fprintf(tw, "%s\t%.0f (%s)\t%.0f (%s)\t%.3f\n", s.Name, mean(c.On), rates(c.On),
+					mean(c.Off), rates(c.Off), c.Ratio)
+			}
+		}
+	}
+	if has(rep, func(s SystemResult) bool { return s.Retry != nil }) {
+		section(tw, "RETRY  first attempt answered 503; attempt-2 receipt minus its due time, ms",
+			"system\tretries\tp50\tp90\tp99\tmax\tearly\tmissing")
+		for _, s := range rep.Systems {
+			if r := s.Retry; r != nil {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", s.Name, r.Lateness.N, pcts(r.Lateness), r.Early, r.Missing)
+			}
+		}
+	}
+}
+
+func section(tw *tabwriter.Writer, title, header string) {
+	tw.Flush()
+	fmt.Fprintf(tw, "\n%s\n%s\n", title, header)
+}
+
+func has(rep *report, f func(SystemResult) bool) bool {
+	for _, s := range rep.Systems {
+		if f(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func pcts(p Percentiles) string {
+	return strings.Join([]string{ms(p.P50), ms(p.P90), ms(p.P99), ms(p.Max)}, "\t")
+}
+
+func rates(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(s, " ")
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func duplicates(rep *report) int {
+	n := 0
+	for _, s := range rep.Systems {
+		n += s.Duplicates
+	}
+	return n
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The systems, by the names -systems takes.
+const (
+	sysWorkerDefaults = "worker-defaults"
+	sysWorkerTuned    = "worker-tuned"
+	sysRiverDefaults  = "river-defaults"
+	sysRiverTuned     = "river-tuned"
+	sysPollOnly       = "poll-only"
+)
+
+var allSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysPollOnly}
+
+// readyTimeout bounds how long a system may take to start.
+const readyTimeout = 60 * time.Second
+
+// system is one contender. The bench gives it a fresh database (setup),
+// empties its queue between modes (reset) and starts it as a child process
+// once per mode, with extra environment for that mode.
+type system interface {
+	// Name is the name -systems takes and the table shows.
+	Name() string
+	// Settings describes the configuration, for the table.
+	Settings() string
+	// Worker reports whether this is the worker under test (targets apply).
+	Worker() bool
+	// PollInterval is how long a new row may wait without a wake-up, or 0
+	// when the system is woken on insert.
+	PollInterval() time.Duration
+	setup(ctx context.Context, dbURL string, pool *pgxpool.Pool) error
+	reset(ctx context.Context) error
+	insert(ctx context.Context, tx pgx.Tx, ev event) error
+	insertBacklog(ctx context.Context, n int) error
+	start(ctx context.Context, env []string) (*proc, error)
+	// retryDue returns, by seq, when each event's second attempt was due.
+	retryDue(ctx context.Context) (map[int64]time.Time, error)
+	// retryEnv is the extra environment for the retry mode.
+	retryEnv() []string
+	// backendApps are the application_names of the system's database
+	// sessions, to measure the CPU it costs PostgreSQL.
+	backendApps() []string
+	close()
+}
+
+// common is what every system holds: its database and the consumer.
+type common struct {
+	name        string
+	dbURL       string
+	pool        *pgxpool.Pool
+	consumerURL string
+	secret      string
+}
+
+func (c *common) Name() string { return c.name }
+
+// workerSystem is the worker binary, with the trigger or without (pollOnly).
+type workerSystem struct {
+	common
+	bin      string
+	env      []string // the system's settings, e.g. WEBHOOK_BATCH_SIZE=100
+	pollOnly bool
+}
+
+func (s *workerSystem) Settings() string {
+	if s.pollOnly {
+		return "trigger dropped (polling only); WEBHOOK_POLL_INTERVAL_MS=10000, other settings default"
+	}
+	if len(s.env) == 0 {
+		return "WEBHOOK_BATCH_SIZE=10 WEBHOOK_CONCURRENCY=32 (defaults)"
+	}
+	return strings.Join(s.env, " ")
+}
+
+func (s *workerSystem) Worker() bool { return !s.pollOnly }
+
+func (s *workerSystem) PollInterval() time.Duration {
+	if s.pollOnly {
+		return 10 * time.Second
+	}
+	return 0
+}
+
+func (s *workerSystem) setup(ctx context.Context, dbURL string, pool *pgxpool.Pool) error {
+	s.dbURL, s.pool = dbURL, pool
+	cmd := exec.CommandContext(ctx, s.bin, "migrate")
+	cmd.Env = childEnv("DATABASE_URL=" + dbURL)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("worker migrate: %w\n%s", err, out)
+	}
+	if s.pollOnly {
+		if _, err := pool.Exec(ctx, "DROP TRIGGER webhook_outbox_notify ON webhook_outbox"); err != nil {
+			return fmt.Errorf("drop trigger: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *workerSystem) reset(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, "TRUNCATE webhook_outbox, webhook_dead_letter")
+	return err
+}
+
+const outboxInsertSQL = `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, $2)`
+
+func (s *workerSystem) insert(ctx context.Context, tx pgx.Tx, ev event) error {
+	_, err := tx.Exec(ctx, outboxInsertSQL, "bench.event", payloadJSON(ev))
+	return err
+}
+
+// insertBacklog inserts n rows (seq 0..n-1) in one statement.
+func (s *workerSystem) insertBacklog(ctx context.Context, n int) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload)
+		SELECT 'bench.event', jsonb_build_object('seq', g, 't', $2::bigint)
+		FROM generate_series(0, $1 - 1) AS g`, n, time.Now().UnixNano())
+	if err == nil {
+		_, err = s.pool.Exec(ctx, "ANALYZE webhook_outbox")
+	}
+	return err
+}
+
+func (s *workerSystem) retryEnv() []string {
+	return []string{"WEBHOOK_BACKOFF_BASE_MS=200", "WEBHOOK_BACKOFF_MAX_MS=200"}
+}
+
+func (s *workerSystem) retryDue(ctx context.Context) (map[int64]time.Time, error) {
+	return dueTimes(ctx, s.pool, `SELECT (payload->>'seq')::bigint, created_at FROM webhook_outbox WHERE attempt = 2`)
+}
+
+func dueTimes(ctx context.Context, pool *pgxpool.Pool, query string) (map[int64]time.Time, error) {
+	rows, err := pool.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]time.Time{}
+	var (
+		seq int64
+		at  time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&seq, &at}, func() error { out[seq] = at; return nil })
+	return out, err
+}
+
+func (s *workerSystem) backendApps() []string {
+	return []string{"fluxora-webhook-worker", "fluxora-webhook-listener"}
+}
+
+func (s *workerSystem) close() {}
+
+// start runs the dispatcher and waits until /readyz answers 200.
+func (s *workerSystem) start(ctx context.Context, extra []string) (*proc, error) {
+	env := childEnv(
+		"DATABASE_URL="+s.dbURL, "WEBHOOK_URL="+s.consumerURL, "WEBHOOK_SECRET="+s.secret,
+		"WEBHOOK_METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=info", "LOG_FORMAT=json")
+	env = append(append(env, s.env...), extra...)
+	p, err := startProc(s.name, s.bin, nil, env)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := p.waitLine(ctx, readyTimeout, metricsAddr)
+	if err == nil {
+		err = waitReady(ctx, p, "http://"+addr+"/readyz", readyTimeout)
+	}
+	if err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// metricsAddr returns the "addr" of the worker's "serving /metrics" log line.
+func metricsAddr(line string) string {
+	var l struct {
+		Msg  string `json:"msg"`
+		Addr string `json:"addr"`
+	}
+	if json.Unmarshal([]byte(line), &l) != nil || !strings.HasPrefix(l.Msg, "worker: serving /metrics") {
+		return ""
+	}
+	return l.Addr
+}
+
+// waitReady polls url until it answers 200, the process exits or the
+// deadline passes.
+func waitReady(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-p.exited:
+			return fmt.Errorf("%s exited before it was ready (%v):\n%s", p.name, p.err, p.Tail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s not 200 after %s: %w\n%s", p.name, url, timeout, ctx.Err(), p.Tail())
+		}
+	}
+}
+
+// childEnv is the bench's environment without anything that configures the
+// worker or the River child, plus vars.
+func childEnv(vars ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "WEBHOOK_") || strings.HasPrefix(k, "BENCH_") || strings.HasPrefix(k, "LOG_") ||
+			k == "DATABASE_URL" || k == "REDIS_URL" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, vars...)
+}
+
+// tunedEnv is the worker-tuned system's settings.
+func tunedEnv(batch, concurrency int) []string {
+	return []string{"WEBHOOK_BATCH_SIZE=" + strconv.Itoa(batch), "WEBHOOK_CONCURRENCY=" + strconv.Itoa(concurrency)}
+}

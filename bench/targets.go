@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// Target is one pass/fail goal of the issue, checked for one system.
+type Target struct {
+	Name   string `json:"name"`
+	System string `json:"system"`
+	Value  string `json:"value"`
+	Pass   bool   `json:"pass"`
+}
+
+// The targets' thresholds.
+const (
+	latencyP50Max   = 2 * time.Millisecond
+	latencyP99Max   = 5 * time.Millisecond
+	burstRatioMin   = 0.95
+	burstP99Max     = 20 * time.Millisecond
+	costRatioMin    = 0.90
+	retryP99Max     = 50 * time.Millisecond
+	peakRSSMax      = 64 << 20
+	drainTunedMin   = 1.5 // × river-tuned
+	drainDefaultMin = 2.0 // × river-defaults
+)
+
+// targets checks every goal that the report has the data for; a mode that
+// lost events fails its targets.
+func targets(rep *report) []Target {
+	by := map[string]SystemResult{}
+	for _, s := range rep.Systems {
+		by[s.Name] = s
+	}
+	var out []Target
+	add := func(name, sys, value string, pass bool) {
+		out = append(out, Target{Name: name, System: sys, Value: value, Pass: pass})
+	}
+	for _, name := range []string{sysWorkerDefaults, sysWorkerTuned} {
+		s, ok := by[name]
+		if !ok {
+			continue
+		}
+		if l := s.Latency; l != nil {
+			add("latency p50 <= 2 ms", name, ms(l.Latency.P50)+" ms", l.Missing == 0 && l.Latency.P50 <= latencyP50Max)
+			add("latency p99 <= 5 ms", name, ms(l.Latency.P99)+" ms", l.Missing == 0 && l.Latency.P99 <= latencyP99Max)
+			if rt := by[sysRiverTuned].Latency; rt != nil && rt.Latency.N > 0 {
+				add("latency p99 <= 1/2 river-tuned p99", name,
+					fmt.Sprintf("%s vs %s ms", ms(l.Latency.P99), ms(rt.Latency.P99)),
+					l.Missing == 0 && 2*l.Latency.P99 <= rt.Latency.P99)
+			}
+		}
+		if d := s.Drain; d != nil {
+			add("drain peak RSS <= 64 MiB", name, fmt.Sprintf("%.1f MiB", float64(d.PeakRSS)/(1<<20)), d.PeakRSS <= peakRSSMax)
+		}
+		if b := s.Burst; b != nil {
+			add("burst delivered/inserted >= 0.95", name, fmt.Sprintf("%.3f", b.Ratio), b.Missing == 0 && b.Ratio >= burstRatioMin)
+			add("burst p99 <= 20 ms", name, ms(b.Latency.P99)+" ms", b.Missing == 0 && b.Latency.P99 <= burstP99Max)
+		}
+		if c := s.Cost; c != nil {
+			add("producer cost on/off >= 0.90", name, fmt.Sprintf("%.3f", c.Ratio), c.Ratio >= costRatioMin)
+		}
+		if r := s.Retry; r != nil {
+			add("retry lateness p99 <= 50 ms", name, ms(r.Lateness.P99)+" ms",
+				r.Missing == 0 && r.Lateness.N > 0 && r.Lateness.P99 <= retryP99Max)
+		}
+	}
+	out = append(out, drainTargets(by)...)
+	return out
+}
+
+func drainTargets(by map[string]SystemResult) []Target {
+	var out []Target
+	for _, c := range []struct {
+		worker, river string
+		factor        float64
+	}{{sysWorkerTuned, sysRiverTuned, drainTunedMin}, {sysWorkerDefaults, sysRiverDefaults, drainDefaultMin}} {
+		w, r := by[c.worker].Drain, by[c.river].Drain
+		if w == nil || r == nil || r.PerSecond == 0 {
+			continue
+		}
+		out = append(out, Target{
+			Name:   fmt.Sprintf("drain >= %.1f x %s", c.factor, c.river),
+			System: c.worker,
+			Value:  fmt.Sprintf("%.0f vs %.0f/s (%.2fx)", w.PerSecond, r.PerSecond, w.PerSecond/r.PerSecond),
+			Pass:   w.Missing == 0 && w.PerSecond >= c.factor*r.PerSecond,
+		})
+	}
+	return out
+}
