@@ -73,14 +73,19 @@ func TestRetryRateLimitAcrossTwoWorkers(t *testing.T) {
 		}
 	}
 	sort.Slice(retries, func(i, j int) bool { return retries[i].Before(retries[j]) })
-	// Within any 900 ms (the 1 s window less receipt jitter) at most 4 retries.
+	// Within any 750 ms (the 1 s window, less the jitter between a check in
+	// Redis and the request's receipt on a loaded machine) at most 4
+	// retries, and over the whole span at most 4 per started second.
+	if span := retries[len(retries)-1].Sub(retries[0]); len(retries) > 4*(int(span/time.Second)+1) {
+		t.Fatalf("%d retries in %v; the limit is 4/s", len(retries), span)
+	}
 	for i := range retries {
 		n := 0
-		for j := i; j >= 0 && retries[i].Sub(retries[j]) < 900*time.Millisecond; j-- {
+		for j := i; j >= 0 && retries[i].Sub(retries[j]) < 750*time.Millisecond; j-- {
 			n++
 		}
 		if n > 4 {
-			t.Fatalf("%d retries within 900 ms ending at #%d; the limit is 4/s", n, i)
+			t.Fatalf("%d retries within 750 ms ending at #%d; the limit is 4/s", n, i)
 		}
 	}
 	if len(retries) < 8 {
