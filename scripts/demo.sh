@@ -54,6 +54,8 @@ echo "== delivered $n of $EVENTS in $(( ($(date +%s%N) - start) / 1000000 )) ms;
 cat "$RUN/consumer.log"
 echo "== outbox"
 psql "$DATABASE_URL" -c "SELECT id, delivery_id, event_type, attempt, processed, processed_at - created_at AS lag FROM webhook_outbox ORDER BY id"
+echo "== worker status"
+bin/worker status
 echo "== a few metrics"
 curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total|notifications_received_total|claimed_batches_total)' || true
 [ "$n" -ge "$EVENTS" ] || { echo "demo FAILED: not every event was delivered"; cat "$RUN/worker.log"; exit 1; }

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 )
 
@@ -130,5 +134,32 @@ func TestDLQPurge(t *testing.T) {
 	}
 	if code, out, _ := ops(t, db, "dlq", "--help"); code != 0 || !strings.Contains(out, "replay") {
 		t.Fatalf("help: exit %d", code)
+	}
+}
+
+func TestStatusShowsTheCircuit(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	c := newConsumer(t, nil)
+	redisURL := testRedisURL(t, c)
+	opt, _ := redis.ParseURL(redisURL)
+	client := redis.NewClient(opt)
+	defer client.Close()
+	g, err := gates.New(gates.Config{Client: client, BreakerThreshold: 1, Registerer: prometheus.NewRegistry(), CallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Record(context.Background(), c.srv.URL, gates.RetryableFailure, false)
+	var out, errb bytes.Buffer
+	env := map[string]string{"DATABASE_URL": db.URL, "REDIS_URL": redisURL, "WEBHOOK_URL": c.srv.URL}
+	if code := run(context.Background(), []string{"status", "--json"}, func(k string) string { return env[k] }, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var s outboxStatus
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Circuit == nil || s.Circuit.State != "open" || s.Circuit.Failures != 1 || s.Circuit.ResetAt.IsZero() {
+		t.Fatalf("circuit %+v", s.Circuit)
 	}
 }
