@@ -2,12 +2,14 @@ package producer_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/producer"
@@ -83,5 +85,35 @@ func TestSQLFunction(t *testing.T) {
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox"); n != 1 {
 		t.Fatalf("%d rows, want 1", n)
+	}
+}
+
+func TestEnqueueSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	sqlDB, err := sql.Open("pgx", db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := producer.EnqueueSQL(ctx, tx, "order.created", []byte(`{"order": 9}`))
+	if err != nil || len(id) != 36 {
+		t.Fatalf("EnqueueSQL: %q %v", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE delivery_id = $1", id); n != 1 {
+		t.Fatalf("%d rows", n)
+	}
+	tx, _ = sqlDB.BeginTx(ctx, nil)
+	defer tx.Rollback()
+	if _, err := producer.EnqueueSQL(ctx, tx, "", []byte(`{}`)); !errors.Is(err, producer.ErrEmptyEventType) {
+		t.Fatalf("empty event type: %v", err)
 	}
 }
