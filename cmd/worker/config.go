@@ -27,6 +27,7 @@ const (
 	shutdownTimeoutDefault = 30 * time.Second
 	retryRPSDefault        = 10
 	breakerResetDefault    = 5 * time.Minute
+	gateTimeoutDefault     = 100 * time.Millisecond
 	retentionDefault       = 7 * 24 * time.Hour
 )
 
@@ -49,6 +50,7 @@ type config struct {
 	RetryRPS         int
 	BreakerThreshold int // 0 disables the breaker
 	BreakerReset     time.Duration
+	GateTimeout      time.Duration // bounds each Redis call of the gates
 	Retention        time.Duration // 0 keeps processed rows
 
 	LogFormat string // "json" or "text"
@@ -148,6 +150,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", retryRPSDefault, 1, 1_000_000)
 	c.BreakerThreshold = e.int("WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", 0, 0, 1_000_000)
 	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", breakerResetDefault, 1, 7*24*3600*1000)
+	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gateTimeoutDefault, 1, 10_000)
 	return c, errors.Join(e.errs...)
 }
 

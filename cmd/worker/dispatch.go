@@ -182,7 +182,7 @@ func gatesSummary(cfg config) string {
 func newGates(cfg config, reg prometheus.Registerer, log *slog.Logger) (*gates.Gates, func(), error) {
 	gc := gates.Config{
 		RetryRPS: cfg.RetryRPS, BreakerThreshold: cfg.BreakerThreshold, BreakerReset: cfg.BreakerReset,
-		ProbeTTL: 2*cfg.Timeout + 5*time.Second, Registerer: reg, Logger: log,
+		ProbeTTL: 2*cfg.Timeout + 5*time.Second, CallTimeout: cfg.GateTimeout, Registerer: reg, Logger: log,
 	}
 	closeFn := func() {}
 	if cfg.RedisURL != "" {
@@ -190,6 +190,7 @@ func newGates(cfg config, reg prometheus.Registerer, log *slog.Logger) (*gates.G
 		if err != nil {
 			return nil, nil, errors.New("REDIS_URL is not a valid redis URL")
 		}
+		boundRedisCalls(opt, cfg.GateTimeout)
 		client := redis.NewClient(opt)
 		gc.Client = client
 		closeFn = func() { _ = client.Close() }
@@ -200,4 +201,19 @@ func newGates(cfg config, reg prometheus.Registerer, log *slog.Logger) (*gates.G
 		return nil, nil, err
 	}
 	return g, closeFn, nil
+}
+
+// boundRedisCalls makes every Redis call give up within timeout, whatever
+// state the server is in: go-redis ignores a context deadline on the socket
+// unless ContextTimeoutEnabled is set, so a paused (not down) Redis would
+// otherwise hold each call for its 3 s read timeout, retried 3 times. A
+// failed call fails open, so retrying it buys nothing. A dial is bounded by
+// the call's context too.
+func boundRedisCalls(opt *redis.Options, timeout time.Duration) {
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1 // a refused dial fails the call at once
+	opt.ReadTimeout = timeout
+	opt.WriteTimeout = timeout
+	opt.PoolTimeout = timeout
 }

@@ -28,6 +28,7 @@ const testSecret = "whsec_harness_secret_value"
 type delivery struct {
 	ID, Event, Signature, Timestamp string
 	Attempt                         int
+	Status                          int // what the consumer answered; 0 while it is answering
 	Body                            []byte
 	At                              time.Time
 	SignatureOK                     bool
@@ -65,12 +66,18 @@ func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
 		r.Header.Get("Content-Type") == "application/json" && r.Method == http.MethodPost
 	c.mu.Lock()
 	c.got = append(c.got, d)
+	i := len(c.got) - 1
 	c.mu.Unlock()
 	c.arrived <- d
 	status := http.StatusOK
 	if c.respond != nil {
 		status = c.respond(d)
 	}
+	c.mu.Lock()
+	if i < len(c.got) { // a benchmark may have reset got meanwhile
+		c.got[i].Status = status
+	}
+	c.mu.Unlock()
 	w.WriteHeader(status)
 }
 
