@@ -56,6 +56,8 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"WEBHOOK_RETRY_RPS", "0"},
 		{"WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", "-1"},
 		{"WEBHOOK_CIRCUIT_BREAKER_RESET_MS", "soon"},
+		{"WEBHOOK_GATE_TIMEOUT_MS", "0"},
+		{"WEBHOOK_GATE_TIMEOUT_MS", "60000"},
 		{"WEBHOOK_RETENTION", "yesterday"},
 		{"LOG_FORMAT", "xml"},
 		{"LOG_LEVEL", "loud"},
