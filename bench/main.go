@@ -66,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.backlog, "backlog", 20000, "drain mode: rows inserted before the system starts")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "burst mode: how long the producers insert")
 	fs.IntVar(&o.producers, "producers", 8, "burst and cost modes: concurrent producers")
-	fs.IntVar(&o.costPairs, "cost-pairs", 3, "cost mode: trigger on/off pairs")
+	fs.IntVar(&o.costPairs, "cost-pairs", 5, "cost mode: trigger on/off pairs (after one discarded warm-up run)")
 	fs.DurationVar(&o.costDuration, "cost-duration", 3*time.Second, "cost mode: length of each run")
 	fs.StringVar(&o.db, "db", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "admin database URL (creates and drops fluxora_bench_* databases)")
 	fs.StringVar(&o.worker, "worker", "", "prebuilt worker binary (default: build ../cmd/worker into a temp dir)")

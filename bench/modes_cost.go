@@ -34,6 +34,13 @@ func (r *runner) cost(ctx context.Context) (*CostResult, error) {
 	res := &CostResult{Producers: r.opt.producers, RunDuration: r.opt.costDuration}
 	var seq atomic.Int64
 	next := func() int64 { return seq.Add(1) - 1 }
+	// One discarded run first, trigger on (the normal state): the first
+	// full-speed run after start-up is measurably slower on both sides
+	// (pools, caches and the table's first pages growing), and would
+	// otherwise always land on the first pair's "on" half.
+	if _, _, err := producers(ctx, r.pool, r.sys, r.opt.producers, r.opt.costDuration, next); err != nil {
+		return nil, err
+	}
 	for pair := range r.opt.costPairs {
 		order := []bool{true, false}
 		if pair%2 == 1 {

@@ -83,7 +83,7 @@ func TestListener(t *testing.T) {
 		}
 		b.db.Insert(t, "e", `{}`)
 		waitWake(t, l, "insert")
-		if n := counter(t, b.reg, "fluxora_webhook_notifications_received_total"); n < 1 {
+		if n := metric(t, b.reg, "fluxora_webhook_notifications_received_total"); n < 1 {
 			t.Fatalf("notifications metric = %v", n)
 		}
 	})
@@ -99,7 +99,7 @@ func TestListener(t *testing.T) {
 		}
 		b.db.Insert(t, "e", `{}`) // a due row after it: its notification proves the first sent none
 		waitWake(t, l, "due insert")
-		if n := counter(t, b.reg, "fluxora_webhook_notifications_received_total"); n != 1 {
+		if n := metric(t, b.reg, "fluxora_webhook_notifications_received_total"); n != 1 {
 			t.Fatalf("notifications = %v, want 1 (the future row must not notify)", n)
 		}
 	})
@@ -121,7 +121,8 @@ func TestListener(t *testing.T) {
 	})
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metric reads a counter's or a gauge's value.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -129,7 +130,11 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+			m := mf.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	t.Fatalf("metric %s not registered", name)

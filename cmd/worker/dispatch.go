@@ -81,7 +81,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lst, err := listener.New(listener.Config{
-		Connect:    listenConnect(pool.Config().ConnConfig),
+		Connect:    ownConnect(pool.Config().ConnConfig, "fluxora-webhook-listener"),
 		Logger:     log,
 		Registerer: reg,
 	})
@@ -102,8 +102,12 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	hsh, err := listener.NewHush(listener.HushConfig{Connect: ownConnect(pool.Config().ConnConfig, "fluxora-webhook-hush"), Registerer: reg})
+	if err != nil {
+		return err
+	}
 	d := newDispatcher(dispatcherConfig{
-		Claimer: clm, Sender: snd, Gate: gt, Wake: lst.Wake(), URL: cfg.WebhookURL,
+		Claimer: clm, Sender: snd, Gate: gt, Hush: hsh, Wake: lst.Wake(), URL: cfg.WebhookURL,
 		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, MaxBatches: maxBatches, MaxAttempts: cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		Rand: rand.Float64, Now: time.Now, Logger: log, Metrics: newMetrics(reg),
@@ -123,6 +127,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return lst.Run(gctx) })
 	g.Go(func() error { return d.Run(gctx, work) })
+	g.Go(func() error { return hsh.Run(gctx) })
 	if cfg.Retention > 0 {
 		ret, err := retention.New(retention.Config{Pool: pool, Retention: cfg.Retention, Logger: log, Registerer: reg})
 		if err != nil {
@@ -153,16 +158,16 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	return err
 }
 
-// listenConnect opens the listener's own connection (never from the pool)
-// with TCP keepalives, so that a dead peer is noticed in about 20s.
-func listenConnect(base *pgx.ConnConfig) func(context.Context) (*pgx.Conn, error) {
+// ownConnect opens a connection outside the pool (the listener's, the
+// hush's) with TCP keepalives, so that a dead peer is noticed in about 20s.
+func ownConnect(base *pgx.ConnConfig, applicationName string) func(context.Context) (*pgx.Conn, error) {
 	return func(ctx context.Context) (*pgx.Conn, error) {
 		cc := base.Copy()
 		d := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
 			Enable: true, Idle: 5 * time.Second, Interval: 5 * time.Second, Count: 3,
 		}}
 		cc.DialFunc = d.DialContext
-		cc.RuntimeParams["application_name"] = "fluxora-webhook-listener"
+		cc.RuntimeParams["application_name"] = applicationName
 		return pgx.ConnectConfig(ctx, cc)
 	}
 }

@@ -28,6 +28,18 @@ type gate interface {
 	Record(ctx context.Context, consumerURL string, o gates.Outcome, probe bool)
 }
 
+// hush is what the dispatcher needs from listener.Hush.
+type hush interface {
+	Set(busy bool)
+	Help()
+}
+
+// noHush is a hush that never holds.
+type noHush struct{}
+
+func (noHush) Set(bool) {}
+func (noHush) Help()    {}
+
 // recheckDelays is when the dispatcher looks again after a claim found rows:
 // a producer that skipped its NOTIFY (another transaction was notifying) may
 // commit just after the claim. Each non-empty recheck starts over.
@@ -41,6 +53,7 @@ type dispatcherConfig struct {
 	Claimer      batchClaimer
 	Sender       deliverer
 	Gate         gate
+	Hush         hush            // nil: producers always notify
 	Wake         <-chan struct{} // from the listener
 	URL          string          // the consumer, for the gates
 	BatchSize    int             // rows per claim at most
@@ -71,7 +84,23 @@ type dispatcher struct {
 	dueAt   time.Time
 	recheck *time.Timer
 	step    int // index into recheckDelays of the armed recheck; -1 none
+
+	lastRows time.Time // when a claim last found rows
+	busy     bool      // last state asked of the hush
 }
+
+func (d *dispatcher) setBusy(busy bool) {
+	// Busy is repeated: a hold that lost to a notifying producer is tried
+	// again.
+	if busy || busy != d.busy {
+		d.busy = busy
+		d.cfg.Hush.Set(busy)
+	}
+}
+
+// busyGap is how close two claims that find rows must be for the stream to
+// count as busy (see drain).
+const busyGap = 5 * time.Millisecond
 
 // batchResult is what a finished batch tells the loop.
 type batchResult struct {
@@ -81,6 +110,9 @@ type batchResult struct {
 }
 
 func newDispatcher(cfg dispatcherConfig) *dispatcher {
+	if cfg.Hush == nil {
+		cfg.Hush = noHush{}
+	}
 	d := &dispatcher{cfg: cfg, done: make(chan batchResult, cfg.MaxBatches), step: -1}
 	d.due = stoppedTimer()
 	d.recheck = stoppedTimer()
@@ -106,6 +138,7 @@ func (d *dispatcher) Run(ctx, work context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			d.setBusy(false)
 			d.wg.Wait()
 			return nil
 		case <-d.cfg.Wake:
@@ -138,7 +171,7 @@ func (d *dispatcher) Run(ctx, work context.Context) error {
 // that finds rows restarts the recheck sequence.
 func (d *dispatcher) drain(ctx, work context.Context, recheck bool) {
 	d.blocked = false
-	claimed := 0
+	claimed, claims := 0, 0
 	for ctx.Err() == nil {
 		free := d.cfg.Concurrency - d.inflight
 		if free <= 0 || d.batches >= d.cfg.MaxBatches {
@@ -152,9 +185,11 @@ func (d *dispatcher) drain(ctx, work context.Context, recheck bool) {
 				d.cfg.Metrics.claimErrors.Inc()
 				d.cfg.Logger.Warn("dispatcher: claim failed; trying again", "error", err, "retry_in", claimErrorDelay)
 				d.armRecheck(-1, claimErrorDelay)
+				d.setBusy(false)
 			}
 			return
 		}
+		claims++
 		if b == nil {
 			break
 		}
@@ -168,6 +203,25 @@ func (d *dispatcher) drain(ctx, work context.Context, recheck bool) {
 		if len(b.Rows) < limit {
 			break
 		}
+	}
+	// Busy: rows keep coming (this claim found rows, and so did one less
+	// than busyGap ago), so the worker will claim again within
+	// recheckDelays[0] (or as soon as a batch finishes) whatever producers
+	// do, and their NOTIFYs are only cost. A lone event on a sparse stream
+	// does not count. An empty claim ends it. A busy worker that is also
+	// saturated asks the hush to wake the other workers.
+	switch {
+	case claimed > 0:
+		now := d.cfg.Now()
+		if now.Sub(d.lastRows) < busyGap || claims > 1 {
+			d.setBusy(true)
+		}
+		d.lastRows = now
+	case !d.blocked:
+		d.setBusy(false)
+	}
+	if d.blocked && d.busy {
+		d.cfg.Hush.Help()
 	}
 	switch {
 	case claimed > 0:

@@ -26,8 +26,7 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	}
 	p := startProcess(t, env)
 	base := metricsBase(t, p.logs)
-	ready := func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 }
-	waitfor.True(t, 20*time.Second, "ready", ready)
+	waitfor.True(t, 20*time.Second, "ready", func() bool { return ready(base) })
 
 	insert := func(from, n int) {
 		t.Helper()
@@ -49,13 +48,13 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	if err := cl.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.True(t, 20*time.Second, "unready while PostgreSQL is down", func() bool { return !ready() })
+	waitfor.True(t, 20*time.Second, "unready while PostgreSQL is down", func() bool { return !ready(base) })
 	if err := cl.StartAgain(); err != nil {
 		t.Fatal(err)
 	}
 	insert(20, 20)
 	waitfor.True(t, 15*time.Second, "backlog after the restart delivered promptly", func() bool { return len(c.byID()) == 40 })
-	waitfor.True(t, 20*time.Second, "ready again", ready)
+	waitfor.True(t, 20*time.Second, "ready again", func() bool { return ready(base) })
 	insert(40, 1)
 	waitfor.True(t, 5*time.Second, "new event after recovery", func() bool { return len(c.byID()) == 41 })
 }

@@ -261,6 +261,21 @@ func metricsBase(t *testing.T, logs *syncBuffer) string {
 	return base
 }
 
+// ready reports whether the worker at base answers /readyz with 200.
+func ready(base string) bool {
+	code, _ := httpGet(base + "/readyz")
+	return code == http.StatusOK
+}
+
+// startedWorker waits for the worker's metrics address in logs and for
+// /readyz, and returns the base URL.
+func startedWorker(t *testing.T, logs *syncBuffer) string {
+	t.Helper()
+	base := metricsBase(t, logs)
+	waitfor.True(t, 20*time.Second, "worker ready", func() bool { return ready(base) })
+	return base
+}
+
 // httpGet returns the status and body of a GET (status 0 on error).
 func httpGet(url string) (int, string) {
 	resp, err := http.Get(url)

@@ -107,11 +107,7 @@ func TestRedisPausedAndStoppedMidRun(t *testing.T) {
 		"WEBHOOK_CIRCUIT_BREAKER_THRESHOLD": "1000", // every attempt checks and records
 		"WEBHOOK_GATE_TIMEOUT_MS":           strconv.Itoa(int(gateTimeout / time.Millisecond)),
 	}))
-	base := metricsBase(t, w.logs)
-	waitfor.True(t, 20*time.Second, "worker ready", func() bool {
-		code, _ := httpGet(base + "/readyz")
-		return code == http.StatusOK
-	})
+	base := startedWorker(t, w.logs)
 	// go-redis on its own would hold a call to a frozen server for its 3 s
 	// read timeout, three times over; the gates must bound it instead.
 	const bound = time.Second

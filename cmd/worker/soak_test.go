@@ -72,11 +72,7 @@ func TestSoak(t *testing.T) {
 		"WEBHOOK_MAX_ATTEMPTS":              "1000",
 		"LOG_LEVEL":                         "info",
 	}))
-	base := metricsBase(t, p.logs)
-	waitfor.True(t, 20*time.Second, "worker ready", func() bool {
-		code, _ := httpGet(base + "/readyz")
-		return code == http.StatusOK
-	})
+	base := startedWorker(t, p.logs)
 
 	// The producer: one event every 20 ms until stop.
 	var (
@@ -161,10 +157,7 @@ func TestSoak(t *testing.T) {
 			return false
 		})
 		recovered := time.Since(ended)
-		waitfor.True(t, 10*time.Second, "metrics after "+f.name, func() bool {
-			code, _ := httpGet(base + "/readyz")
-			return code == http.StatusOK
-		})
+		waitfor.True(t, 10*time.Second, "ready after "+f.name, func() bool { return ready(base) })
 		s := sample{at: time.Since(began), goroutines: metricValue(t, base, "go_goroutines"),
 			heap: metricValue(t, base, "go_memstats_heap_inuse_bytes")}
 		samples = append(samples, s)
