@@ -74,6 +74,7 @@ type Hush struct {
 	help   chan struct{}
 	helped time.Time
 	conn   *pgx.Conn
+	used   time.Time // last successful round trip on conn
 	held   bool
 	hushed prometheus.Gauge
 }
@@ -129,8 +130,11 @@ func (h *Hush) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-keepAlive.C:
-			if h.held {
+			switch {
+			case h.held:
 				h.exec(ctx, "SELECT 1")
+			case h.conn != nil && time.Since(h.used) > hushIdleTimeout-2*hushKeepAlive:
+				h.close() // before the server does, and logs it
 			}
 		case busy := <-h.want:
 			if busy {
@@ -210,6 +214,7 @@ func (h *Hush) close() {
 }
 
 func (h *Hush) set(held bool) {
+	h.used = time.Now()
 	h.held = held
 	if held {
 		h.hushed.Set(1)

@@ -77,7 +77,7 @@ func (s *Sender) Send(ctx context.Context, r Request) (res Result) {
 	}
 	reqCtx, cancel := context.WithTimeoutCause(ctx, s.timeout, errTimeout)
 	defer cancel()
-	resp, err := s.client.Do(s.newRequest(reqCtx, r))
+	resp, err := s.transport.RoundTrip(s.newRequest(reqCtx, r))
 	if err != nil {
 		return Result{Outcome: Retryable, Error: s.errorText(ctx, reqCtx, err)}
 	}

@@ -71,8 +71,11 @@ type Sender struct {
 	secret  []byte
 	timeout time.Duration
 	now     func() time.Time
-	client  *http.Client
-	signers sync.Pool // of *signer keyed with secret
+	// transport sends each request once: calling it directly (not through
+	// an http.Client) never follows a redirect, a 3xx comes back as it is,
+	// and no per-request header copies are made for redirect handling.
+	transport http.RoundTripper
+	signers   sync.Pool // of *signer keyed with secret
 }
 
 // New returns a Sender, or an error naming each invalid field, such as
@@ -99,7 +102,7 @@ func New(cfg Config) (*Sender, error) {
 	if transport == nil {
 		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), s.timeout)
 	}
-	s.client = &http.Client{Transport: transport, CheckRedirect: noRedirect}
+	s.transport = transport
 	s.signers.New = func() any { return &signer{mac: hmac.New(sha256.New, s.secret)} }
 	return s, nil
 }
@@ -128,12 +131,9 @@ func fieldError(field, msg string) error {
 
 // Close closes idle connections. The Sender stays usable.
 func (s *Sender) Close() {
-	s.client.CloseIdleConnections()
-}
-
-// noRedirect makes the client return a 3xx response as it is.
-func noRedirect(*http.Request, []*http.Request) error {
-	return http.ErrUseLastResponse
+	if c, ok := s.transport.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // newTransport returns the default transport: keep-alive with up to

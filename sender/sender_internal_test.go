@@ -22,9 +22,9 @@ func TestNewDefaults(t *testing.T) {
 	if s.timeout != TimeoutDefault || s.now == nil {
 		t.Errorf("timeout = %v (want %v), now set = %v", s.timeout, TimeoutDefault, s.now != nil)
 	}
-	tr, ok := s.client.Transport.(*http.Transport)
+	tr, ok := s.transport.(*http.Transport)
 	if !ok {
-		t.Fatalf("default transport is %T, want *http.Transport", s.client.Transport)
+		t.Fatalf("default transport is %T, want *http.Transport", s.transport)
 	}
 	switch {
 	case tr.Proxy != nil:
@@ -36,15 +36,12 @@ func TestNewDefaults(t *testing.T) {
 	case tr.DisableKeepAlives:
 		t.Error("keep-alive disabled")
 	}
-	if s.client.CheckRedirect == nil || s.client.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
-		t.Error("client follows redirects")
-	}
 
 	s, err = New(Config{URL: "https://example.com/hook", Secret: secret, MaxConns: 8, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr := s.client.Transport.(*http.Transport); tr.MaxIdleConnsPerHost != 8 || s.timeout != time.Second {
+	if tr := s.transport.(*http.Transport); tr.MaxIdleConnsPerHost != 8 || s.timeout != time.Second {
 		t.Errorf("MaxConns 8, Timeout 1s gave %d, %v", tr.MaxIdleConnsPerHost, s.timeout)
 	}
 }
