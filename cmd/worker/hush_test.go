@@ -2,12 +2,19 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fluxora/webhook-worker/claimer"
+	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/internal/waitfor"
+	"github.com/fluxora/webhook-worker/sender"
 )
 
 // Under a continuous stream the worker holds the notifier lock shared, so
@@ -60,4 +67,85 @@ func TestBusyWorkerHushesProducers(t *testing.T) {
 	if n := len(c.byID()); n != inserted+1 {
 		t.Fatalf("delivered %d distinct events, want %d", n, inserted+1)
 	}
+}
+
+// recordingHush records what the dispatcher asks of its hush.
+type recordingHush struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (h *recordingHush) Set(busy bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if busy {
+		h.calls = append(h.calls, "busy")
+	} else {
+		h.calls = append(h.calls, "idle")
+	}
+}
+
+func (h *recordingHush) Help() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, "help")
+}
+
+func (h *recordingHush) seen() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.calls)
+}
+
+// A worker whose every delivery slot is taken while rows keep coming asks
+// the hush for help (so that other workers are woken), and goes idle once
+// a claim comes back empty.
+func TestSaturatedWorkerAsksForHelp(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	c, release := holdingConsumer(t)
+	clm, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := sender.New(sender.Config{URL: c.srv.URL, Secret: []byte(testSecret), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	reg := prometheus.NewRegistry()
+	gt, err := gates.New(gates.Config{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &recordingHush{}
+	wake := make(chan struct{}, 1)
+	d := newDispatcher(dispatcherConfig{
+		Claimer: clm, Sender: snd, Gate: gt, Hush: h, Wake: wake, URL: c.srv.URL,
+		BatchSize: 1, Concurrency: 2, MaxBatches: 3, MaxAttempts: 3,
+		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,
+		Rand: func() float64 { return 0.5 }, Now: time.Now, Logger: slog.New(slog.DiscardHandler), Metrics: newMetrics(reg),
+	})
+	db.Insert(t, "e", `{}`, `{}`, `{}`, `{}`, `{}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, context.Background()) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	waitArrivals(t, c, 2) // both slots taken, three rows still due
+	waitfor.True(t, 10*time.Second, "busy, then help", func() bool {
+		s := h.seen()
+		return len(s) >= 2 && s[0] == "busy" && s[1] == "help"
+	})
+	release()
+	waitProcessed(t, db, 5, 20*time.Second)
+	waitfor.True(t, 10*time.Second, "idle after the last empty claim", func() bool {
+		s := h.seen()
+		return s[len(s)-1] == "idle"
+	})
 }
