@@ -243,3 +243,45 @@ func TestSenderClose(t *testing.T) {
 		s.Close() // idempotent, and the Sender stays usable
 	}
 }
+
+// A consumer that accepts the TCP connection and then never reads or
+// answers, over plain HTTP and with a TLS handshake that never completes:
+// the request timeout ends the attempt, retryable.
+func TestSendAcceptsButNeverAnswers(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 8)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never read
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		close(accepted)
+		for c := range accepted {
+			c.Close()
+		}
+	})
+	for _, scheme := range []string{"http", "https"} {
+		s := newSender(t, scheme+"://"+ln.Addr().String()+"/hook?"+leakQuery,
+			func(c *sender.Config) { c.Timeout = 200 * time.Millisecond })
+		res := s.Send(t.Context(), testRequest())
+		if res.Outcome != sender.Retryable || res.Status != 0 || res.Error != "timeout after 200ms" {
+			t.Fatalf("%s: Send = %+v, want retryable \"timeout after 200ms\"", scheme, res)
+		}
+		if res.Duration < 200*time.Millisecond {
+			t.Errorf("%s: Duration = %v, want at least the 200ms timeout", scheme, res.Duration)
+		}
+	}
+}

@@ -100,7 +100,7 @@ func New(cfg Config) (*Sender, error) {
 	}
 	transport := cfg.Transport
 	if transport == nil {
-		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), s.timeout)
+		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault))
 	}
 	s.transport = transport
 	s.signers.New = func() any { return &signer{mac: hmac.New(sha256.New, s.secret)} }
@@ -140,14 +140,15 @@ func (s *Sender) Close() {
 // maxConns connections, HTTP/1.1, no proxy, certificates verified. It is
 // built from scratch rather than cloned from http.DefaultTransport so that
 // neither proxy settings nor a process-wide change to DefaultTransport leak
-// in.
-func newTransport(maxConns int, timeout time.Duration) *http.Transport {
-	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+// in. Dial, TLS handshake and response have no limits of their own: the
+// attempt's context (Config.Timeout) bounds them all, so whichever stalls,
+// the attempt ends as "timeout after <Timeout>".
+func newTransport(maxConns int) *http.Transport {
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy:               nil, // never from the environment
 		DialContext:         dialer.DialContext,
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout: timeout,
 		DisableCompression:  true, // the body is discarded; keep headers exact
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,

@@ -45,16 +45,22 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	insert(0, 20)
 	waitfor.True(t, 10*time.Second, "first 20 delivered", func() bool { return len(c.byID()) == 20 })
 
+	stopped := time.Now()
 	if err := cl.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waitfor.True(t, 20*time.Second, "unready while PostgreSQL is down", func() bool { return !ready(base) })
+	unready := time.Since(stopped)
 	if err := cl.StartAgain(); err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
 	insert(20, 20)
 	waitfor.True(t, 15*time.Second, "backlog after the restart delivered promptly", func() bool { return len(c.byID()) == 40 })
+	backlog := time.Since(started)
 	waitfor.True(t, 20*time.Second, "ready again", func() bool { return ready(base) })
 	insert(40, 1)
 	waitfor.True(t, 5*time.Second, "new event after recovery", func() bool { return len(c.byID()) == 41 })
+	figures(t, "/readyz unready %v after the stop; 20-event backlog delivered %v after the start (poll 60 s); 41 events, lost 0",
+		unready.Round(time.Millisecond), backlog.Round(time.Millisecond))
 }

@@ -113,7 +113,7 @@ func TestRedisPausedAndStoppedMidRun(t *testing.T) {
 	const bound = time.Second
 	phase := func(name string) []time.Duration {
 		lat := latencies(t, c, paced(t, db, 20, 20*time.Millisecond), 20*time.Second)
-		t.Logf("%-9s p50 %v  max %v  redis errors so far %v", name,
+		figures(t, "%-9s p50 %v  max %v  redis errors so far %v", name,
 			lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), redisErrors(t, base))
 		return lat
 	}

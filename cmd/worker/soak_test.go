@@ -161,7 +161,7 @@ func TestSoak(t *testing.T) {
 		s := sample{at: time.Since(began), goroutines: metricValue(t, base, "go_goroutines"),
 			heap: metricValue(t, base, "go_memstats_heap_inuse_bytes")}
 		samples = append(samples, s)
-		t.Logf("%6s %-18s recovered in %-8v goroutines %3.0f heap %5.1f MiB", s.at.Round(time.Second), f.name,
+		figures(t, "%6s %-18s recovered in %-8v goroutines %3.0f heap %5.1f MiB", s.at.Round(time.Second), f.name,
 			recovered.Round(time.Millisecond), s.goroutines, s.heap/(1<<20))
 		if rest := slot - time.Since(ended); rest > 0 {
 			time.Sleep(rest) // steady traffic between faults
@@ -193,7 +193,7 @@ func TestSoak(t *testing.T) {
 		}
 		dups += max(0, ok[id]-1)
 	}
-	t.Logf("soak %v: %d events, %d faults, lost %d, duplicates %d, retry requests %d, latency p50 %v p99 %v max %v",
+	figures(t, "soak %v: %d events, %d faults, lost %d, duplicates %d, retry requests %d, latency p50 %v p99 %v max %v",
 		total, len(sent), injected, lost, dups, retries,
 		lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 	if lost != 0 {
