@@ -18,8 +18,15 @@ import (
 const (
 	holdSQL    = "SELECT pg_advisory_lock_shared(hashtext('fluxora_webhook'), 1)"
 	releaseSQL = "SELECT pg_advisory_unlock_shared(hashtext('fluxora_webhook'), 1)"
-	helpSQL    = "NOTIFY " + ChannelDefault
 )
+
+// helpSQL notifies. Its own lock_timeout (the Hush's Timeout, in the implicit
+// transaction of the two statements) replaces HushLockWait: a NOTIFY queues
+// for the database-wide notify lock behind every other notifying commit,
+// which under load takes longer than 20 ms.
+func helpSQL(timeout time.Duration) string {
+	return "SET LOCAL lock_timeout = " + strconv.FormatInt(timeout.Milliseconds(), 10) + "; NOTIFY " + ChannelDefault
+}
 
 // HushTimeoutDefault bounds each Hold and Release round trip.
 const HushTimeoutDefault = time.Second
@@ -145,7 +152,7 @@ func (h *Hush) Run(ctx context.Context) error {
 		case <-h.help:
 			if h.held && time.Since(h.helped) >= HushHelpInterval {
 				h.helped = time.Now()
-				h.exec(ctx, helpSQL)
+				h.exec(ctx, helpSQL(h.cfg.Timeout))
 			}
 		}
 	}
