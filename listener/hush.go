@@ -76,14 +76,15 @@ type HushConfig struct {
 // goroutine, takes or releases the lock. Any error closes the connection,
 // which releases the lock on the server: not holding is always safe.
 type Hush struct {
-	cfg    HushConfig
-	want   chan bool
-	help   chan struct{}
-	helped time.Time
-	conn   *pgx.Conn
-	used   time.Time // last successful round trip on conn
-	held   bool
-	hushed prometheus.Gauge
+	cfg     HushConfig
+	helpSQL string // helpSQL(cfg.Timeout)
+	want    chan bool
+	help    chan struct{}
+	helped  time.Time
+	conn    *pgx.Conn
+	used    time.Time // last successful round trip on conn
+	held    bool
+	hushed  prometheus.Gauge
 }
 
 // NewHush returns a Hush or an error naming the missing field.
@@ -104,7 +105,7 @@ func NewHush(cfg HushConfig) (*Hush, error) {
 	if err := cfg.Registerer.Register(g); err != nil {
 		return nil, err
 	}
-	return &Hush{cfg: cfg, want: make(chan bool, 1), help: make(chan struct{}, 1), hushed: g}, nil
+	return &Hush{cfg: cfg, helpSQL: helpSQL(cfg.Timeout), want: make(chan bool, 1), help: make(chan struct{}, 1), hushed: g}, nil
 }
 
 // Set asks for the lock to be held (busy) or released, without waiting; the
@@ -152,7 +153,7 @@ func (h *Hush) Run(ctx context.Context) error {
 		case <-h.help:
 			if h.held && time.Since(h.helped) >= HushHelpInterval {
 				h.helped = time.Now()
-				h.exec(ctx, helpSQL(h.cfg.Timeout))
+				h.exec(ctx, h.helpSQL)
 			}
 		}
 	}

@@ -15,29 +15,11 @@ import (
 
 func startHush(t *testing.T, db *testdb.DB, reg *prometheus.Registry) *listener.Hush {
 	t.Helper()
-	h, err := listener.NewHush(listener.HushConfig{
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			cfg, err := pgx.ParseConfig(db.URL)
-			if err != nil {
-				return nil, err
-			}
-			cfg.RuntimeParams["application_name"] = "hush_test"
-			return pgx.ConnectConfig(ctx, cfg)
-		},
-		Registerer: reg,
-	})
+	h, err := listener.NewHush(listener.HushConfig{Connect: connectAs(db, "hush_test"), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Hush.Run returned %v", err)
-		}
-	})
+	runUntilCleanup(t, "Hush.Run", h.Run)
 	return h
 }
 

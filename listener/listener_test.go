@@ -26,30 +26,43 @@ func setup(t *testing.T) (*listener.Listener, bundle) {
 	db := testdb.New(t)
 	reg := prometheus.NewRegistry()
 	l, err := listener.New(listener.Config{
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			cfg, err := pgx.ParseConfig(db.URL)
-			if err != nil {
-				return nil, err
-			}
-			cfg.RuntimeParams["application_name"] = "listener_test"
-			return pgx.ConnectConfig(ctx, cfg)
-		},
+		Connect:        connectAs(db, "listener_test"),
 		ReconnectDelay: 50 * time.Millisecond,
 		Registerer:     reg,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilCleanup(t, "Listener.Run", l.Run)
+	return l, bundle{db: db, reg: reg}
+}
+
+// connectAs opens a connection to db with the given application_name (so a
+// test can terminate it by name).
+func connectAs(db *testdb.DB, applicationName string) func(context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) {
+		cfg, err := pgx.ParseConfig(db.URL)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RuntimeParams["application_name"] = applicationName
+		return pgx.ConnectConfig(ctx, cfg)
+	}
+}
+
+// runUntilCleanup runs run on its own goroutine until the test ends, then
+// cancels it and fails the test if it returned an error.
+func runUntilCleanup(t *testing.T, name string, run func(context.Context) error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run returned %v after cancel", err)
+			t.Errorf("%s returned %v after cancel", name, err)
 		}
 	})
-	return l, bundle{db: db, reg: reg}
 }
 
 func waitWake(t *testing.T, l *listener.Listener, what string) {
