@@ -1,12 +1,19 @@
-// Package claimer claims due outbox rows with FOR UPDATE SKIP LOCKED and
-// records their outcomes in the same transaction.
+// Package claimer claims due outbox rows under a lease and records their
+// outcomes, each in one short statement.
 //
-// A Batch holds its transaction (and so its pooled connection and row locks)
-// while the caller delivers the rows over HTTP. Complete writes every outcome
-// and commits in one round trip; if the process dies first, PostgreSQL
-// releases the locks and the rows stay pending for another worker. This is
-// the at-least-once guarantee: a row is marked processed only by the commit
-// that follows its completed HTTP attempt.
+// Claim takes up to a batch of due rows in (created_at, id) order with
+// FOR UPDATE SKIP LOCKED, stamps each with locked_until (the database's
+// now() plus the Lease) and a fresh lease_token, and commits at once: no
+// transaction stays open while the rows are delivered. A row whose lease has
+// expired (its worker died, froze or lost the database) is claimable again.
+//
+// Record writes many outcomes in one statement, atomic per row and for the
+// whole call: the mark, the retry row and the dead letter of a row commit
+// together or not at all. Each outcome is fenced by its lease token: a row
+// whose lease was taken over by another worker is left alone, and Record
+// reports it as lost. This is the at-least-once guarantee: a row is marked
+// processed only after its completed HTTP attempt, by the worker that still
+// holds it.
 package claimer
 
 import (
@@ -14,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,14 +31,27 @@ import (
 // BatchSizeDefault is the default maximum number of rows per claim.
 const BatchSizeDefault = 10
 
-// The claim statement is the documented guarantee, to the letter. It walks
-// the partial index webhook_outbox_pending_idx.
-const claimSQL = `SELECT id, delivery_id::text, event_type, payload::text, attempt, created_at
-FROM webhook_outbox
-WHERE processed = false AND created_at <= now()
-ORDER BY created_at, id
-LIMIT $1
-FOR UPDATE SKIP LOCKED`
+// LeaseDefault is how long a claim holds its rows when Config.Lease is 0.
+const LeaseDefault = 30 * time.Second
+
+// claimSQL walks the partial index webhook_outbox_pending_idx in the
+// documented order, skipping rows another worker holds (a live lease, or
+// the row lock of a claim in progress). reclaimed is true for a row whose
+// previous lease expired without an outcome or a release.
+const claimSQL = `WITH due AS (
+  SELECT id, lease_token IS NOT NULL AS reclaimed
+  FROM webhook_outbox
+  WHERE processed = false AND created_at <= now() AND (locked_until IS NULL OR locked_until <= now())
+  ORDER BY created_at, id
+  LIMIT $1
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE webhook_outbox o
+SET locked_until = now() + $2 * interval '1 millisecond', lease_token = gen_random_uuid(),
+    reclaims = o.reclaims + due.reclaimed::int
+FROM due
+WHERE o.id = due.id
+RETURNING o.id, o.lease_token, o.delivery_id::text, o.event_type, o.payload::text, o.attempt, o.created_at, due.reclaimed`
 
 // nextDueSQL gives the milliseconds, by the database clock, until the
 // earliest pending row that is not yet due (NULL when there is none).
@@ -40,18 +61,24 @@ WHERE NOT processed AND created_at > now()`
 
 // Config configures a Claimer.
 type Config struct {
-	// Pool supplies the connections that hold claim transactions. Required.
-	// Size it for the number of batches in flight plus one.
+	// Pool supplies the connections for claims and records; each holds a
+	// connection only for one statement. Required.
 	Pool *pgxpool.Pool
 	// BatchSize is the most rows one Claim takes. Defaults to
 	// BatchSizeDefault (10).
 	BatchSize int
+	// Lease is how long, by the database clock, a claim holds its rows:
+	// longer than the worst case from the claim to the recorded outcome
+	// (the request timeout plus the gates plus a margin). Defaults to
+	// LeaseDefault (30s).
+	Lease time.Duration
 }
 
-// Claimer claims batches of due rows.
+// Claimer claims batches of due rows and records their outcomes.
 type Claimer struct {
 	pool      *pgxpool.Pool
 	batchSize int
+	leaseMS   int64
 }
 
 // New returns a Claimer or an error naming the bad field.
@@ -62,69 +89,58 @@ func New(cfg Config) (*Claimer, error) {
 	if cfg.BatchSize < 0 {
 		return nil, fmt.Errorf("claimer: BatchSize must be positive, got %d", cfg.BatchSize)
 	}
-	return &Claimer{pool: cfg.Pool, batchSize: cmp.Or(cfg.BatchSize, BatchSizeDefault)}, nil
+	if cfg.Lease < 0 || (cfg.Lease > 0 && cfg.Lease < time.Millisecond) {
+		return nil, fmt.Errorf("claimer: Lease must be at least 1ms, got %s", cfg.Lease)
+	}
+	return &Claimer{
+		pool:      cfg.Pool,
+		batchSize: cmp.Or(cfg.BatchSize, BatchSizeDefault),
+		leaseMS:   cmp.Or(cfg.Lease, LeaseDefault).Milliseconds(),
+	}, nil
 }
 
-// Row is one claimed outbox row.
+// Token identifies one lease of one row (a uuid). An alias, so that a Row
+// converts to any struct of the same shape.
+type Token = [16]byte
+
+// Row is one claimed outbox row, held under a lease.
 type Row struct {
 	ID         int64
+	Token      Token  // the lease; Record needs it back
 	DeliveryID string // uuid text; the same on every attempt of an event
 	EventType  string
 	Payload    []byte // the JSON text, sent as the body byte for byte
 	Attempt    int    // 1 for the first attempt
 	CreatedAt  time.Time
+	Reclaimed  bool // its previous lease expired without an outcome
 }
 
-// Claim begins a transaction and locks up to limit due rows (at most
-// BatchSize; limit <= 0 means BatchSize). It returns (nil, nil) when nothing
-// is due; otherwise the caller must call Complete or Abort on the batch.
-// BEGIN and the claim travel in one round trip.
-func (c *Claimer) Claim(ctx context.Context, limit int) (*Batch, error) {
+// Claim leases up to limit due rows (at most BatchSize; limit <= 0 means
+// BatchSize), oldest first, in one statement and one round trip. It returns
+// no rows and no error when nothing is due.
+func (c *Claimer) Claim(ctx context.Context, limit int) ([]Row, error) {
 	if limit <= 0 || limit > c.batchSize {
 		limit = c.batchSize
 	}
-	conn, err := c.pool.Acquire(ctx)
+	rows, err := c.pool.Query(ctx, claimSQL, limit, c.leaseMS)
 	if err != nil {
-		return nil, fmt.Errorf("claim: acquire: %w", err)
-	}
-	b := &Batch{conn: conn}
-	rows, err := b.claim(ctx, limit)
-	if err != nil {
-		b.Abort()
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	if len(rows) == 0 {
-		b.Abort()
-		return nil, nil
-	}
-	b.Rows = rows
-	return b, nil
-}
-
-func (b *Batch) claim(ctx context.Context, limit int) ([]Row, error) {
-	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
-	batch.Queue(claimSQL, limit)
-	br := b.conn.SendBatch(ctx, batch)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, err
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Row, 0, limit)
+	var out []Row
 	var r Row
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.DeliveryID, &r.EventType, &r.Payload, &r.Attempt, &r.CreatedAt}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Attempt, &r.CreatedAt, &r.Reclaimed}, func() error {
 		out = append(out, r)
 		r.Payload = nil // the next row scans into a fresh slice
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("claim: %w", err)
 	}
-	return out, br.Close()
+	// UPDATE … RETURNING has no order of its own.
+	slices.SortFunc(out, func(a, b Row) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
 }
 
 // NextDue returns how long, by the database clock, until the earliest

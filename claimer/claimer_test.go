@@ -10,10 +10,10 @@ import (
 	"github.com/fluxora/webhook-worker/internal/testdb"
 )
 
-func setup(t *testing.T, batch int) (*claimer.Claimer, *testdb.DB) {
+func setup(t *testing.T, batch int, lease time.Duration) (*claimer.Claimer, *testdb.DB) {
 	t.Helper()
 	db := testdb.New(t)
-	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: batch})
+	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: batch, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,72 +25,134 @@ func TestNewValidates(t *testing.T) {
 	if _, err := claimer.New(claimer.Config{}); err == nil || !strings.Contains(err.Error(), "Pool") {
 		t.Fatalf("want error naming Pool, got %v", err)
 	}
+	db := testdb.New(t)
+	if _, err := claimer.New(claimer.Config{Pool: db.Pool, Lease: time.Microsecond}); err == nil || !strings.Contains(err.Error(), "Lease") {
+		t.Fatalf("want error naming Lease, got %v", err)
+	}
+}
+
+func claim(t *testing.T, c *claimer.Claimer, limit int) []claimer.Row {
+	t.Helper()
+	rows, err := c.Claim(context.Background(), limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func record(t *testing.T, c *claimer.Claimer, outcomes ...claimer.Outcome) []bool {
+	t.Helper()
+	written, err := c.Record(context.Background(), outcomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return written
+}
+
+func outcome(r claimer.Row, k claimer.Kind) claimer.Outcome {
+	return claimer.Outcome{ID: r.ID, Token: r.Token, Kind: k}
 }
 
 func TestClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	t.Run("oldest first, at most BatchSize, empty gives nil", func(t *testing.T) {
+	t.Run("oldest first, at most BatchSize, leased, committed at once", func(t *testing.T) {
 		t.Parallel()
-		c, db := setup(t, 3)
+		c, db := setup(t, 3, time.Minute)
 		ids := db.Insert(t, "stream.updated", `{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`)
-		b, err := c.Claim(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
+		rows := claim(t, c, 0)
+		if len(rows) != 3 || rows[0].ID != ids[0] || rows[1].ID != ids[1] || rows[2].ID != ids[2] {
+			t.Fatalf("claimed %+v", rows)
 		}
-		if len(b.Rows) != 3 || b.Rows[0].ID != ids[0] || b.Rows[2].ID != ids[2] {
-			t.Fatalf("claimed %+v", b.Rows)
-		}
-		r := b.Rows[0]
-		if r.EventType != "stream.updated" || string(r.Payload) != `{"n": 1}` || r.Attempt != 1 || len(r.DeliveryID) != 36 {
+		r := rows[0]
+		if r.EventType != "stream.updated" || string(r.Payload) != `{"n": 1}` || r.Attempt != 1 || len(r.DeliveryID) != 36 || r.Reclaimed {
 			t.Fatalf("row %+v payload %q", r, r.Payload)
 		}
-		b.Abort()
-		b2, err := c.Claim(ctx, 1)
-		if err != nil || len(b2.Rows) != 1 || b2.Rows[0].ID != ids[0] {
-			t.Fatalf("after abort the rows are claimable again: %v %+v", err, b2)
+		if rows[0].Token == rows[1].Token || rows[0].Token == ([16]byte{}) {
+			t.Fatal("each row gets a token of its own")
 		}
-		done(t, b2)
-		b3, err := c.Claim(ctx, 0)
-		if err != nil || b3 == nil || len(b3.Rows) != 3 {
-			t.Fatalf("claim the remaining three: %+v %v", b3, err)
+		// The lease is visible to everyone: no transaction is left open.
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE locked_until > now() + interval '50 seconds' AND lease_token IS NOT NULL"); n != 3 {
+			t.Fatalf("leased rows = %d", n)
 		}
-		done(t, b3)
-		if b, err := c.Claim(ctx, 0); b != nil || err != nil {
-			t.Fatalf("nothing due: got %+v %v", b, err)
+		if n := db.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'"); n != 0 {
+			t.Fatalf("%d sessions idle in transaction after a claim", n)
+		}
+		rest := claim(t, c, 0)
+		if len(rest) != 1 || rest[0].ID != ids[3] {
+			t.Fatalf("held rows claimed again: %+v", rest)
+		}
+		if rows := claim(t, c, 0); len(rows) != 0 {
+			t.Fatalf("nothing due: got %+v", rows)
+		}
+	})
+
+	t.Run("an expired lease is claimed again and counted", func(t *testing.T) {
+		t.Parallel()
+		c, db := setup(t, 5, 50*time.Millisecond)
+		db.Insert(t, "e", `{}`)
+		first := claim(t, c, 0)
+		if len(first) != 1 {
+			t.Fatalf("claimed %d", len(first))
+		}
+		var again []claimer.Row
+		deadline := time.Now().Add(10 * time.Second)
+		for len(again) == 0 && time.Now().Before(deadline) {
+			again = claim(t, c, 0)
+		}
+		if len(again) != 1 || !again[0].Reclaimed || again[0].Token == first[0].Token {
+			t.Fatalf("reclaim: %+v", again)
+		}
+		if n := db.Count(t, "SELECT reclaims FROM webhook_outbox"); n != 1 {
+			t.Fatalf("reclaims = %d", n)
+		}
+		// The fence: the first holder's outcome is refused, the second's
+		// written.
+		if w := record(t, c, outcome(first[0], claimer.Done)); w[0] {
+			t.Fatal("outcome of an expired lease written")
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed"); n != 0 {
+			t.Fatal("the fenced outcome marked the row")
+		}
+		if w := record(t, c, outcome(again[0], claimer.Done)); !w[0] {
+			t.Fatal("outcome of the live lease refused")
 		}
 	})
 
 	t.Run("concurrent claims are disjoint", func(t *testing.T) {
 		t.Parallel()
-		c, db := setup(t, 5)
+		c, db := setup(t, 5, time.Minute)
 		db.Insert(t, "e", `{}`, `{}`, `{}`, `{}`, `{}`, `{}`, `{}`)
-		a, err := c.Claim(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
+		type res struct {
+			rows []claimer.Row
+			err  error
 		}
-		b, err := c.Claim(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(a.Rows) != 5 || len(b.Rows) != 2 {
-			t.Fatalf("got %d and %d rows", len(a.Rows), len(b.Rows))
+		out := make(chan res, 4)
+		for range 4 {
+			go func() { r, err := c.Claim(ctx, 0); out <- res{r, err} }()
 		}
 		seen := map[int64]bool{}
-		for _, r := range append(a.Rows, b.Rows...) {
-			if seen[r.ID] {
-				t.Fatalf("row %d claimed twice", r.ID)
+		for range 4 {
+			r := <-out
+			if r.err != nil {
+				t.Fatal(r.err)
 			}
-			seen[r.ID] = true
+			for _, row := range r.rows {
+				if seen[row.ID] {
+					t.Fatalf("row %d claimed twice", row.ID)
+				}
+				seen[row.ID] = true
+			}
 		}
-		a.Abort()
-		b.Abort()
+		if len(seen) != 7 {
+			t.Fatalf("claimed %d of 7", len(seen))
+		}
 	})
 
 	t.Run("future rows wait and NextDue reports them", func(t *testing.T) {
 		t.Parallel()
-		c, db := setup(t, 5)
+		c, db := setup(t, 5, time.Minute)
 		if _, ok, err := c.NextDue(ctx); ok || err != nil {
 			t.Fatalf("empty table: ok=%v err=%v", ok, err)
 		}
@@ -98,8 +160,8 @@ func TestClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b, err := c.Claim(ctx, 0); b != nil || err != nil {
-			t.Fatalf("future row claimed: %+v %v", b, err)
+		if rows := claim(t, c, 0); len(rows) != 0 {
+			t.Fatalf("future row claimed: %+v", rows)
 		}
 		d, ok, err := c.NextDue(ctx)
 		if err != nil || !ok || d < 59*time.Minute || d > time.Hour {
@@ -108,38 +170,27 @@ func TestClaim(t *testing.T) {
 	})
 }
 
-func done(t *testing.T, b *claimer.Batch) {
-	t.Helper()
-	out := make([]claimer.Outcome, len(b.Rows))
-	for i := range out {
-		out[i] = claimer.Outcome{Kind: claimer.Done}
-	}
-	if err := b.Complete(context.Background(), out); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestComplete(t *testing.T) {
+func TestRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, db := setup(t, 10)
-	db.Insert(t, "e", `{"k":"done"}`, `{"k":"retry"}`, `{"k":"defer"}`, `{"k":"dead"}`, `{"k":"dead0"}`)
-	b, err := c.Claim(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
+	c, db := setup(t, 10, time.Minute)
+	db.Insert(t, "e", `{"k":"done"}`, `{"k":"retry"}`, `{"k":"defer"}`, `{"k":"dead"}`, `{"k":"dead0"}`, `{"k":"release"}`)
+	rows := claim(t, c, 0)
+	if len(rows) != 6 {
+		t.Fatalf("claimed %d", len(rows))
 	}
-	if len(b.Rows) != 5 {
-		t.Fatalf("claimed %d", len(b.Rows))
-	}
-	err = b.Complete(ctx, []claimer.Outcome{
-		{Kind: claimer.Done},
-		{Kind: claimer.Retry, Attempt: 2, Delay: time.Hour},
-		{Kind: claimer.Defer, Attempt: 1, Delay: 2 * time.Hour},
-		{Kind: claimer.Dead, Attempt: 1, Status: 410, Error: "http 410"},
-		{Kind: claimer.Dead, Attempt: 3, Error: "timeout after 10s"},
-	})
-	if err != nil {
-		t.Fatal(err)
+	written := record(t, c,
+		outcome(rows[0], claimer.Done),
+		claimer.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: claimer.Retry, Attempt: 2, Delay: time.Hour},
+		claimer.Outcome{ID: rows[2].ID, Token: rows[2].Token, Kind: claimer.Defer, Attempt: 1, Delay: 2 * time.Hour},
+		claimer.Outcome{ID: rows[3].ID, Token: rows[3].Token, Kind: claimer.Dead, Attempt: 1, Status: 410, Error: "http 410"},
+		claimer.Outcome{ID: rows[4].ID, Token: rows[4].Token, Kind: claimer.Dead, Attempt: 3, Error: "timeout after 10s"},
+		outcome(rows[5], claimer.Release),
+	)
+	for i, w := range written {
+		if !w {
+			t.Fatalf("outcome %d not written", i)
+		}
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed AND processed_at IS NOT NULL"); n != 5 {
 		t.Fatalf("processed = %d, want 5", n)
@@ -147,7 +198,7 @@ func TestComplete(t *testing.T) {
 	var retryDelivery, origDelivery string
 	var attempt int
 	var dueIn float64
-	err = db.Pool.QueryRow(ctx, `SELECT n.delivery_id::text, o.delivery_id::text, n.attempt, EXTRACT(EPOCH FROM n.created_at - now())
+	err := db.Pool.QueryRow(ctx, `SELECT n.delivery_id::text, o.delivery_id::text, n.attempt, EXTRACT(EPOCH FROM n.created_at - now())
 		FROM webhook_outbox n JOIN webhook_outbox o ON o.payload = n.payload AND o.processed
 		WHERE NOT n.processed AND n.payload->>'k' = 'retry'`).Scan(&retryDelivery, &origDelivery, &attempt, &dueIn)
 	if err != nil {
@@ -163,24 +214,31 @@ func TestComplete(t *testing.T) {
 		OR (payload->>'k' = 'dead0' AND last_status IS NULL AND attempts = 3)`); n != 2 {
 		t.Fatalf("dead letters = %d", n)
 	}
-	if err := (&claimer.Batch{}).Complete(ctx, []claimer.Outcome{{}}); err == nil {
-		t.Fatal("mismatched outcomes accepted")
+	// The released row is due and free at once, and not counted a reclaim.
+	again := claim(t, c, 0)
+	if len(again) != 1 || again[0].ID != rows[5].ID || again[0].Reclaimed {
+		t.Fatalf("released row: %+v", again)
+	}
+	// A second write of the same outcomes is refused by the fence: nothing
+	// is marked, retried or dead-lettered twice.
+	if w := record(t, c, outcome(rows[0], claimer.Done), claimer.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: claimer.Retry, Attempt: 2}); w[0] || w[1] {
+		t.Fatalf("second write accepted: %v", w)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE payload->>'k' = 'retry'"); n != 2 {
+		t.Fatalf("retry rows = %d, want the original and one retry", n)
 	}
 }
 
-func TestCompleteFailureKeepsRowsPending(t *testing.T) {
+func TestRecordFailureKeepsRowsPending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, db := setup(t, 10)
+	c, db := setup(t, 10, time.Minute)
 	db.Insert(t, "e", `{}`)
-	b, err := c.Claim(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := claim(t, c, 0)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := b.Complete(cctx, []claimer.Outcome{{Kind: claimer.Done}}); err == nil {
-		t.Fatal("complete with a cancelled context succeeded")
+	if _, err := c.Record(cctx, []claimer.Outcome{outcome(rows[0], claimer.Done)}); err == nil {
+		t.Fatal("record with a cancelled context succeeded")
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"); n != 1 {
 		t.Fatalf("pending = %d, want 1", n)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
@@ -82,8 +83,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var plan strings.Builder
-	rows, err := db.Pool.Query(ctx, `EXPLAIN SELECT id FROM webhook_outbox WHERE processed = false AND created_at <= now()
-		ORDER BY created_at, id LIMIT 10 FOR UPDATE SKIP LOCKED`)
+	rows, err := db.Pool.Query(ctx, "EXPLAIN "+claimer.ClaimSQL, 10, 30000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,10 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -100,12 +102,43 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 		if ok && (sum == f.Checksum || !f.Trigger) {
 			continue
 		}
-		if err := apply(ctx, conn.Conn(), f); err != nil {
+		if err := applyRetrying(ctx, conn.Conn(), f); err != nil {
 			return done, err
 		}
 		done = append(done, f.Version)
 	}
 	return done, nil
+}
+
+// A migration that sets a short lock_timeout (003) gives up rather than
+// queue, and block producers, behind a long transaction; it is tried again
+// every lockRetryDelay for up to lockRetryFor.
+const (
+	lockRetryDelay = 250 * time.Millisecond
+	lockRetryFor   = 2 * time.Minute
+)
+
+// applyRetrying applies f, trying again while it fails for want of a lock
+// (SQLSTATE 55P03).
+func applyRetrying(ctx context.Context, conn *pgx.Conn, f File) error {
+	deadline := time.Now().Add(lockRetryFor)
+	for {
+		err := apply(ctx, conn, f)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w (long transactions kept it from a brief table lock for %s: workers of the previous version with slow requests? run it again)", err, lockRetryFor)
+		}
+		t := time.NewTimer(lockRetryDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("migrate %s: %w", f.Version, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 func apply(ctx context.Context, conn *pgx.Conn, f File) error {

@@ -22,7 +22,7 @@ const (
 	backoffBaseDefault     = time.Second
 	backoffMaxDefault      = time.Hour
 	timeoutDefault         = 10 * time.Second
-	concurrencyDefault     = 32
+	concurrencyDefault     = 100
 	metricsAddrDefault     = ":9464"
 	shutdownTimeoutDefault = 30 * time.Second
 	retryRPSDefault        = 10

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fluxora/webhook-worker/claimer"
+	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/listener"
 	"github.com/fluxora/webhook-worker/retention"
@@ -35,7 +35,7 @@ func newLogger(cfg config, w io.Writer) *slog.Logger {
 }
 
 // runDispatcher is `worker` with no command: check the schema, then listen,
-// claim and deliver until SIGTERM/SIGINT, then drain the batches in flight.
+// claim and deliver until SIGTERM/SIGINT, then finish the requests in flight.
 func runDispatcher(ctx context.Context, getenv func(string) string, stderr io.Writer) int {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -54,22 +54,36 @@ func runDispatcher(ctx context.Context, getenv func(string) string, stderr io.Wr
 	return exitOK
 }
 
-// errShutdownTimeout reports batches aborted by the shutdown timeout.
-var errShutdownTimeout = errors.New("shutdown timeout exceeded: in-flight batches were aborted and their rows stay pending")
+// errShutdownTimeout reports requests cut short by the shutdown timeout.
+var errShutdownTimeout = errors.New("shutdown timeout exceeded: requests in flight were cut short and their rows released for the next worker")
+
+// leaseMargin is what a lease allows beyond the request timeout and the two
+// gate calls of an attempt: the time to hand the outcome over and write it.
+const leaseMargin = 2 * time.Second
+
+// leaseFor is how long a claim holds its rows: a row is never taken over
+// while its attempt may still be running or being recorded, and a dead
+// worker's rows are free again this long after their claim.
+func leaseFor(cfg config) time.Duration {
+	lease := cfg.Timeout + leaseMargin
+	if cfg.RedisURL != "" {
+		lease += 2 * cfg.GateTimeout
+	}
+	return lease
+}
+
+// poolSize: the claims (one at a time), the outcome writes, the readiness
+// ping, retention, and one spare. No connection is held across a request.
+const poolSize = 5
 
 func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
-	maxBatches := (cfg.Concurrency+cfg.BatchSize-1)/cfg.BatchSize + 1
-	// The claim transaction waits on HTTP: make sure the server's
-	// idle_in_transaction_session_timeout cannot end it first.
-	idle := strconv.FormatInt(max(2*cfg.Timeout, cfg.Timeout+30*time.Second).Milliseconds(), 10)
-	// synchronous_commit=off on the worker's own transactions: they no
-	// longer queue for WAL flushes behind (and ahead of) the producers'. A
-	// database crash can lose only the last few hundred milliseconds of
-	// recorded outcomes; each lost transaction is atomic (mark + retry +
-	// dead letter), so its rows are pending again and are redelivered, never
-	// lost.
-	pool, err := openPool(ctx, cfg, int32(maxBatches+2),
-		"idle_in_transaction_session_timeout", idle, "synchronous_commit", "off")
+	// synchronous_commit=off on the worker's own writes: they no longer
+	// queue for WAL flushes behind (and ahead of) the producers'. A database
+	// crash can lose only the last few hundred milliseconds of them; each
+	// lost write is atomic (claim, or mark + retry + dead letter), so its
+	// rows are pending again (at once, or when their lease expires) and are
+	// redelivered, never lost.
+	pool, err := openPool(ctx, cfg, poolSize, "synchronous_commit", "off")
 	if err != nil {
 		return err
 	}
@@ -98,7 +112,8 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer closeGates()
-	clm, err := claimer.New(claimer.Config{Pool: pool, BatchSize: cfg.BatchSize})
+	lease := leaseFor(cfg)
+	clm, err := claimer.New(claimer.Config{Pool: pool, BatchSize: cfg.BatchSize, Lease: lease})
 	if err != nil {
 		return err
 	}
@@ -106,20 +121,28 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	d := newDispatcher(dispatcherConfig{
-		Claimer: clm, Sender: snd, Gate: gt, Hush: hsh, Wake: lst.Wake(), URL: cfg.WebhookURL,
-		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, MaxBatches: maxBatches, MaxAttempts: cfg.MaxAttempts,
+	var gate dispatcher.Gate // nil: no gates, no call at all
+	if cfg.RedisURL != "" {
+		gate = consumerGate{gt, cfg.WebhookURL}
+	}
+	d, err := dispatcher.New(dispatcher.Config{
+		Store: store{clm}, Sender: httpSender{snd}, Gate: gate, Hush: hsh, Wake: lst.Wake(),
+		Registerer: reg, Logger: log,
+		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, MaxAttempts: cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
-		Rand: rand.Float64, Now: time.Now, Logger: log, Metrics: newMetrics(reg),
+		Rand: rand.Float64, Now: time.Now,
 	})
+	if err != nil {
+		return err
+	}
 
-	// work outlives ctx by the shutdown timeout, so that batches in flight
-	// at SIGTERM finish and commit.
+	// work outlives ctx by the shutdown timeout, so that requests in flight
+	// at SIGTERM finish and are recorded.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var forced atomic.Bool
 	stopTimer := context.AfterFunc(ctx, func() {
-		log.Info("worker: stopping; finishing the batches in flight", "shutdown_timeout", cfg.ShutdownTimeout.String())
+		log.Info("worker: stopping; finishing the requests in flight", "shutdown_timeout", cfg.ShutdownTimeout.String())
 		time.AfterFunc(cfg.ShutdownTimeout, func() { forced.Store(true); cancelWork() })
 	})
 	defer stopTimer()
@@ -149,7 +172,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("worker: serving /metrics, /healthz, /readyz", "addr", srv.Addr())
 	}
 	log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
-		"max_batches", maxBatches, "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
+		"lease", lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
 		"gates", gatesSummary(cfg))
 	err = g.Wait()
 	if forced.Load() {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fluxora/webhook-worker/claimer"
-	"github.com/fluxora/webhook-worker/gates"
+	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/internal/waitfor"
 	"github.com/fluxora/webhook-worker/sender"
@@ -113,19 +112,17 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer snd.Close()
-	reg := prometheus.NewRegistry()
-	gt, err := gates.New(gates.Config{Registerer: reg})
+	h := &recordingHush{}
+	wake := make(chan struct{}, 1)
+	d, err := dispatcher.New(dispatcher.Config{
+		Store: store{clm}, Sender: httpSender{snd}, Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
+		BatchSize: 1, Concurrency: 2, MaxAttempts: 3,
+		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,
+		Rand: func() float64 { return 0.5 },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &recordingHush{}
-	wake := make(chan struct{}, 1)
-	d := newDispatcher(dispatcherConfig{
-		Claimer: clm, Sender: snd, Gate: gt, Hush: h, Wake: wake, URL: c.srv.URL,
-		BatchSize: 1, Concurrency: 2, MaxBatches: 3, MaxAttempts: 3,
-		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,
-		Rand: func() float64 { return 0.5 }, Now: time.Now, Logger: slog.New(slog.DiscardHandler), Metrics: newMetrics(reg),
-	})
 	db.Insert(t, "e", `{}`, `{}`, `{}`, `{}`, `{}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

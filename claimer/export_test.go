@@ -1,0 +1,4 @@
+package claimer
+
+// ClaimSQL is the claim statement, for the plan test.
+const ClaimSQL = claimSQL

@@ -1,0 +1,111 @@
+package claimer
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Kind says what becomes of a claimed row.
+type Kind int
+
+const (
+	// Done marks the row processed: it was delivered.
+	Done Kind = iota + 1
+	// Retry marks the row processed and inserts its next attempt, due later.
+	Retry
+	// Defer marks the row processed and re-inserts the same attempt, due
+	// later (a gate refused it; no attempt was spent).
+	Defer
+	// Dead marks the row processed and moves the event to
+	// webhook_dead_letter.
+	Dead
+	// Release gives the row back unattempted: its lease ends at once and
+	// any worker may claim it (a worker shutting down before sending it).
+	Release
+)
+
+// Outcome is what Record writes for one claimed row.
+type Outcome struct {
+	// ID and Token name the row and the lease it was claimed under.
+	ID    int64
+	Token Token
+	Kind  Kind
+	// Attempt is the attempt number of the new row (Retry, Defer), or the
+	// number of attempts made (Dead).
+	Attempt int
+	// Delay is how long after the write, by the database clock, the new row
+	// is due (Retry, Defer).
+	Delay time.Duration
+	// Status is the last HTTP status (Dead); 0 is stored as NULL.
+	Status int
+	// Error is the last error text (Dead).
+	Error string
+}
+
+// recordSQL writes every outcome in one statement. released and marked
+// touch only rows still held under the outcome's token (the fence); the
+// retry rows and dead letters come from marked, so they exist exactly for
+// the rows marked. The new attempt copies the event from the row, so the
+// payload does not travel back to the server.
+const recordSQL = `WITH r AS (
+  SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::text[])
+    AS r(id, token, kind, attempt, delay_ms, status, error)
+), released AS (
+  UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
+  FROM r
+  WHERE r.kind = 5 AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id
+), marked AS (
+  UPDATE webhook_outbox o SET processed = true, processed_at = now()
+  FROM r
+  WHERE r.kind <> 5 AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id, o.delivery_id, o.event_type, o.payload, r.kind, r.attempt, r.delay_ms, r.status, r.error
+), requeued AS (
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at)
+  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond'
+  FROM marked WHERE kind IN (2, 3)
+), dead AS (
+  INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_status, last_error)
+  SELECT delivery_id, event_type, payload, attempt, NULLIF(status, 0), error
+  FROM marked WHERE kind = 4
+)
+SELECT id FROM marked UNION ALL SELECT id FROM released`
+
+// Record writes outcomes in one statement (one implicit transaction, one
+// round trip) and returns, in outcomes order, whether each was written. An
+// outcome is not written when its row is no longer held under its token:
+// the lease expired and another worker claimed the row (a lost lease). On
+// error nothing is written; the rows stay pending and, once their leases
+// expire, are claimed again.
+func (c *Claimer) Record(ctx context.Context, outcomes []Outcome) (written []bool, err error) {
+	n := len(outcomes)
+	ids, tokens := make([]int64, n), make([]Token, n)
+	kinds, attempts, status := make([]int32, n), make([]int32, n), make([]int32, n)
+	delays, errs := make([]int64, n), make([]string, n)
+	for i, o := range outcomes {
+		ids[i], tokens[i], kinds[i] = o.ID, o.Token, int32(o.Kind)
+		attempts[i], delays[i], status[i], errs[i] = int32(o.Attempt), o.Delay.Milliseconds(), int32(o.Status), o.Error
+	}
+	rows, err := c.pool.Query(ctx, recordSQL, ids, tokens, kinds, attempts, delays, status, errs)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	done := make(map[int64]bool, n)
+	var id int64
+	for rows.Next() {
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("record outcomes: %w", err)
+		}
+		done[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	written = make([]bool, n)
+	for i, o := range outcomes {
+		written[i] = done[o.ID]
+	}
+	return written, nil
+}

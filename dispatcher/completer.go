@@ -1,0 +1,159 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Outcomes are written in batches, as River's completer does: the first
+// outcome waits at most FlushInterval for others to join it, at most
+// FlushMax go in one statement, and outcomes that arrive while a write is
+// under way go in the next one, so the batches grow with the load.
+const (
+	// FlushIntervalDefault is Config.FlushInterval's default.
+	FlushIntervalDefault = time.Millisecond
+	// FlushMaxDefault is Config.FlushMax's default.
+	FlushMaxDefault = 500
+)
+
+// A failed write is tried again after flushRetryDelays while the rows'
+// leases may still hold; after the last one the rows are left to their
+// leases (delivered again once they expire).
+var flushRetryDelays = [...]time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// done is one finished row on its way to the database.
+type done struct {
+	row     Row
+	outcome Outcome
+}
+
+// completer batches outcomes and writes them through the Store. Its run
+// goroutine owns everything but in.
+type completer struct {
+	store    Store
+	in       chan done
+	interval time.Duration
+	max      int
+	now      func() time.Time
+	log      *slog.Logger
+	m        *metrics
+	// scheduled receives the earliest delay of the retry and deferred rows
+	// just written (capacity 1, the smallest pending value wins).
+	scheduled chan time.Duration
+}
+
+// add hands an outcome over; it blocks while the completer is full, which
+// holds the delivery slot and so slows claiming down (backpressure).
+func (c *completer) add(d done) { c.in <- d }
+
+// run writes outcomes until in is closed and everything in it is written.
+// ctx bounds the writes; when it has ended, the final write (releases at a
+// forced shutdown) gets a few seconds of its own.
+func (c *completer) run(ctx context.Context) {
+	var batch []done
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case d, ok := <-c.in:
+			if !ok {
+				c.flush(ctx, batch)
+				return
+			}
+			batch = append(batch, d)
+			if len(batch) == 1 {
+				timer.Reset(c.interval)
+			}
+			if len(batch) < c.max {
+				continue
+			}
+		case <-timer.C:
+		}
+		timer.Stop()
+		c.flush(ctx, batch)
+		clear(batch) // drop the payloads
+		batch = batch[:0]
+	}
+}
+
+// flush writes batch, trying again on database errors.
+func (c *completer) flush(ctx context.Context, batch []done) {
+	if len(batch) == 0 {
+		return
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	outcomes := make([]Outcome, len(batch))
+	for i, d := range batch {
+		outcomes[i] = d.outcome
+	}
+	for try := 0; ; try++ {
+		start := time.Now()
+		written, err := c.store.Record(ctx, outcomes)
+		if err == nil {
+			c.m.flushSize.Observe(float64(len(batch)))
+			c.m.flushDuration.Observe(time.Since(start).Seconds())
+			c.written(batch, written)
+			return
+		}
+		c.m.commitErrors.Inc()
+		if try == len(flushRetryDelays) || !sleep(ctx, flushRetryDelays[try]) {
+			c.log.Error("dispatcher: recording outcomes failed; their rows will be delivered again once their leases expire",
+				"rows", len(batch), "tries", try+1, "error", err)
+			c.m.inFlight.Sub(float64(len(batch)))
+			return
+		}
+		c.log.Warn("dispatcher: recording outcomes failed; trying again", "rows", len(batch), "error", err)
+	}
+}
+
+// written counts what was written and reports what the fence refused.
+func (c *completer) written(batch []done, written []bool) {
+	now := c.now()
+	var next time.Duration
+	hasNext, released := false, 0
+	for i, d := range batch {
+		if !written[i] {
+			c.m.leasesLost.Inc()
+			c.log.Warn("dispatcher: lease lost; outcome not recorded: the row's lease expired and another worker took it over",
+				"delivery_id", d.row.DeliveryID, "event", d.row.EventType, "attempt", d.row.Attempt, "outcome", d.outcome.Kind.String())
+			continue
+		}
+		c.m.recorded(d.outcome.Kind, now.Sub(d.row.CreatedAt))
+		if d.outcome.Kind == Release {
+			released++
+		}
+		if k := d.outcome.Kind; (k == Retry || k == Defer) && (!hasNext || d.outcome.Delay < next) {
+			next, hasNext = d.outcome.Delay, true
+		}
+	}
+	c.m.inFlight.Sub(float64(len(batch)))
+	if released > 0 {
+		c.log.Info("dispatcher: released rows not started; any worker may take them at once", "rows", released)
+	}
+	if hasNext {
+		select {
+		case old := <-c.scheduled:
+			next = min(next, old)
+		default:
+		}
+		c.scheduled <- next
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

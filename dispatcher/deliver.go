@@ -1,0 +1,98 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// deliver makes one attempt at a row (unless a gate defers it, or the
+// worker is stopping and has not started it) and decides what becomes of
+// it. stop ends at SIGTERM; work bounds the attempt and outlives stop by
+// the shutdown timeout.
+func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
+	dec, ok := d.check(stop, r.Attempt)
+	if !ok {
+		return release(r)
+	}
+	if !dec.Allow {
+		return Outcome{ID: r.ID, Token: r.Token, Kind: Defer, Attempt: r.Attempt, Delay: dec.DeferFor}
+	}
+	res := d.sender.Send(work, r)
+	if work.Err() != nil {
+		// Cut short by the shutdown timeout: it says nothing of the consumer,
+		// and the next worker takes the row at once.
+		return release(r)
+	}
+	d.gate.Record(work, res.Class, dec.Probe)
+	d.m.attempt(res)
+	o := d.decide(r, res)
+	d.logAttempt(r, res, o)
+	return o
+}
+
+// check asks the gate about an attempt; ok is false when the worker is
+// stopping, before or during the check: the row is then released, not
+// attempted. A check stuck on a frozen Redis is not waited for (its call
+// ends by the gate's own timeout, or when the client is closed).
+func (d *Dispatcher) check(stop context.Context, attempt int) (dec Decision, ok bool) {
+	if stop.Err() != nil {
+		return dec, false
+	}
+	if _, open := d.gate.(openGate); open {
+		return Decision{Allow: true}, true
+	}
+	verdict := make(chan Decision, 1)
+	go func() { verdict <- d.gate.Check(stop, attempt) }()
+	select {
+	case dec = <-verdict:
+		return dec, stop.Err() == nil
+	case <-stop.Done():
+		return dec, false
+	}
+}
+
+func release(r Row) Outcome { return Outcome{ID: r.ID, Token: r.Token, Kind: Release} }
+
+func (d *Dispatcher) decide(r Row, res Result) Outcome {
+	o := Outcome{ID: r.ID, Token: r.Token}
+	switch {
+	case res.Class == Delivered:
+		o.Kind = Done
+	case res.Class == Permanent:
+		o.Kind, o.Attempt, o.Status, o.Error = Dead, r.Attempt, res.Status, res.Error
+	case r.Attempt >= d.cfg.MaxAttempts:
+		o.Kind, o.Attempt, o.Status = Dead, r.Attempt, res.Status
+		o.Error = fmt.Sprintf("gave up after %d attempts: %s", r.Attempt, res.Error)
+	default:
+		o.Kind, o.Attempt = Retry, r.Attempt+1
+		o.Delay = backoff(r.Attempt, d.cfg.BackoffBase, d.cfg.BackoffMax, res.RetryAfter, d.cfg.Rand())
+	}
+	return o
+}
+
+func (d *Dispatcher) logAttempt(r Row, res Result, o Outcome) {
+	attrs := []any{"delivery_id", r.DeliveryID, "event", r.EventType, "attempt", r.Attempt,
+		"status", res.Status, "duration_ms", res.Duration.Milliseconds()}
+	switch o.Kind {
+	case Done:
+		d.log.Debug("dispatcher: delivered", attrs...)
+	case Retry:
+		d.log.Warn("dispatcher: attempt failed; retry scheduled",
+			append(attrs, "error", res.Error, "retry_in", o.Delay.String())...)
+	case Dead:
+		d.log.Error("dispatcher: dead-lettered", append(attrs, "error", o.Error)...)
+	}
+}
+
+// backoff is the delay before the attempt after attempt: base doubling per
+// attempt, with ±20% jitter (rnd in [0,1)), at least a Retry-After the
+// consumer asked for, and never more than ceiling.
+func backoff(attempt int, base, ceiling, retryAfter time.Duration, rnd float64) time.Duration {
+	d := ceiling
+	if shift := attempt - 1; shift < 40 && base<<shift > 0 && base<<shift < ceiling {
+		d = base << shift
+	}
+	d = time.Duration(float64(d) * (0.8 + 0.4*rnd))
+	return min(max(d, retryAfter), ceiling)
+}

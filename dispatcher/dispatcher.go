@@ -1,0 +1,234 @@
+// Package dispatcher is the delivery pipeline: it claims due rows when
+// woken, delivers each on a slot of its own, and records the outcomes in
+// batches.
+//
+// Every slot is independent. A claim takes at most as many rows as there
+// are free slots, in one short statement that leases them; each row is then
+// attempted on its own goroutine; its outcome goes to the completer, which
+// writes many outcomes per statement, and the slot takes new work at once.
+// No row waits for another row's request, and no transaction stays open
+// across one.
+//
+// The package knows neither SQL nor HTTP nor Redis: cmd/worker hands it a
+// Store (the claimer), a Sender, a Gate and a Hush through the small
+// interfaces declared here.
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of Config.
+const (
+	BatchSizeDefault     = 10
+	ConcurrencyDefault   = 100
+	MaxAttemptsDefault   = 16
+	PollIntervalDefault  = 10 * time.Second
+	SweepIntervalDefault = time.Second
+	ClaimCooldownDefault = time.Millisecond
+	BackoffBaseDefault   = time.Second
+	BackoffMaxDefault    = time.Hour
+)
+
+// Config configures a Dispatcher.
+type Config struct {
+	// Store claims rows and records outcomes. Required.
+	Store Store
+	// Sender makes the HTTP attempts. Required.
+	Sender Sender
+	// Gate is consulted before and told after each attempt. Nil allows
+	// everything.
+	Gate Gate
+	// Hush is told when the worker is busy. Nil: producers always notify.
+	Hush Hush
+	// Wake receives a value when rows may be due (the listener). Required.
+	Wake <-chan struct{}
+	// Registerer receives the dispatcher's metrics. Required.
+	Registerer prometheus.Registerer
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+
+	// BatchSize is the most rows per claim. Defaults to 10.
+	BatchSize int
+	// Concurrency is the number of delivery slots: rows held at once.
+	// Defaults to 100.
+	Concurrency int
+	// MaxAttempts before a retryable failure is dead-lettered. Defaults
+	// to 16.
+	MaxAttempts int
+	// PollInterval is the fallback poll, which also re-reads when the next
+	// scheduled row is due. Defaults to 10s.
+	PollInterval time.Duration
+	// SweepInterval: a worker that has not claimed for this long claims
+	// anyway, which takes over rows whose lease expired (their worker died)
+	// within SweepInterval of the expiry. Defaults to 1s.
+	SweepInterval time.Duration
+	// ClaimCooldown is the least time between two claims that cannot fill
+	// a whole batch, so that slots freed one by one are claimed for
+	// together. Defaults to 1ms.
+	ClaimCooldown time.Duration
+	// FlushInterval is how long the first outcome waits for others to be
+	// written with it. Defaults to FlushIntervalDefault (1ms).
+	FlushInterval time.Duration
+	// FlushMax is the most outcomes per write. Defaults to FlushMaxDefault
+	// (500).
+	FlushMax int
+	// BackoffBase is the delay before the first retry, doubling per
+	// attempt up to BackoffMax, ±20%. Defaults to 1s and 1h.
+	BackoffBase, BackoffMax time.Duration
+	// Rand returns uniform values in [0,1) for the jitter. Required.
+	Rand func() float64
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Dispatcher claims, delivers and records. Its loop state is owned by the
+// Run goroutine; delivery goroutines report back on freed.
+type Dispatcher struct {
+	cfg    Config
+	store  Store
+	sender Sender
+	gate   Gate
+	hush   Hush
+	log    *slog.Logger
+	m      *metrics
+	done   *completer
+	freed  chan struct{} // one value per slot given back
+	wg     sync.WaitGroup
+
+	inflight  int  // slots in use
+	starved   bool // the last drain stopped with rows perhaps left (no slot, cooldown)
+	lastClaim time.Time
+
+	due     *time.Timer
+	dueAt   time.Time
+	recheck *time.Timer
+	step    int // index into recheckDelays of the armed recheck; -1 none
+	cool    *time.Timer
+	sweep   *time.Timer // re-armed by every claim: fires after SweepInterval without one
+
+	lastRows time.Time // when a claim last found rows
+	busy     bool      // last state asked of the hush
+}
+
+// New returns a Dispatcher or an error naming the missing field.
+func New(cfg Config) (*Dispatcher, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("dispatcher: Store is required")
+	case cfg.Sender == nil:
+		return nil, errors.New("dispatcher: Sender is required")
+	case cfg.Wake == nil:
+		return nil, errors.New("dispatcher: Wake is required")
+	case cfg.Registerer == nil:
+		return nil, errors.New("dispatcher: Registerer is required")
+	case cfg.Rand == nil:
+		return nil, errors.New("dispatcher: Rand is required")
+	}
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, ConcurrencyDefault)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, MaxAttemptsDefault)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, SweepIntervalDefault)
+	cfg.ClaimCooldown = cmp.Or(cfg.ClaimCooldown, ClaimCooldownDefault)
+	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, FlushIntervalDefault)
+	cfg.FlushMax = cmp.Or(cfg.FlushMax, FlushMaxDefault)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &Dispatcher{
+		cfg: cfg, store: cfg.Store, sender: cfg.Sender, gate: cfg.Gate, hush: cfg.Hush,
+		log: cfg.Logger, m: newMetrics(cfg.Registerer), freed: make(chan struct{}, cfg.Concurrency), step: -1,
+	}
+	if d.gate == nil {
+		d.gate = openGate{}
+	}
+	if d.hush == nil {
+		d.hush = noHush{}
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.done = &completer{
+		store: cfg.Store, in: make(chan done, cfg.Concurrency), interval: cfg.FlushInterval, max: cfg.FlushMax,
+		now: cfg.Now, log: d.log, m: d.m, scheduled: make(chan time.Duration, 1),
+	}
+	d.due, d.recheck, d.cool, d.sweep = stoppedTimer(), stoppedTimer(), stoppedTimer(), stoppedTimer()
+	return d, nil
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// Run claims and delivers until ctx ends. Then it claims no more, lets the
+// attempts in flight finish under work (a context that outlives ctx by the
+// shutdown timeout), releases the rows it had not started, writes every
+// outcome and returns nil.
+func (d *Dispatcher) Run(ctx, work context.Context) error {
+	poll := time.NewTicker(d.cfg.PollInterval)
+	defer poll.Stop()
+	d.sweep.Reset(d.cfg.SweepInterval)
+	defer d.sweep.Stop()
+	defer d.due.Stop()
+	defer d.recheck.Stop()
+	defer d.cool.Stop()
+	completed := make(chan struct{})
+	go func() { d.done.run(work); close(completed) }()
+
+	d.refreshNextDue(ctx)
+	d.drain(ctx, work, false)
+	for {
+		select {
+		case <-ctx.Done():
+			d.setBusy(false)
+			d.wg.Wait()
+			close(d.done.in)
+			<-completed
+			return nil
+		case <-d.cfg.Wake:
+			d.drain(ctx, work, false)
+		case <-poll.C:
+			d.m.pollWakeups.Inc()
+			d.refreshNextDue(ctx)
+			d.drain(ctx, work, false)
+		case <-d.sweep.C:
+			d.sweep.Reset(d.cfg.SweepInterval)
+			d.drain(ctx, work, false)
+		case <-d.due.C:
+			d.dueAt = time.Time{}
+			d.drain(ctx, work, false)
+			d.refreshNextDue(ctx)
+		case <-d.recheck.C:
+			d.drain(ctx, work, true)
+		case <-d.cool.C:
+			d.drain(ctx, work, false)
+		case after := <-d.done.scheduled:
+			d.armDue(after)
+		case <-d.freed:
+			d.inflight--
+			if d.starved {
+				d.drain(ctx, work, false)
+			}
+		}
+	}
+}
+
+// start runs one row on a slot of its own.
+func (d *Dispatcher) start(ctx, work context.Context, r Row) {
+	d.wg.Go(func() {
+		d.done.add(done{row: r, outcome: d.deliver(ctx, work, r)})
+		d.freed <- struct{}{}
+	})
+}

@@ -1,0 +1,169 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+)
+
+// recheckDelays is when the dispatcher looks again after a claim found rows:
+// a producer that skipped its NOTIFY (another transaction was notifying, or
+// the hush was held) may commit just after the claim. Each non-empty
+// recheck starts over.
+var recheckDelays = [...]time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond, 64 * time.Millisecond, 256 * time.Millisecond}
+
+// claimErrorDelay is how soon a failed claim is tried again.
+const claimErrorDelay = 500 * time.Millisecond
+
+// busyGap is how close two claims that find rows must be for the stream to
+// count as busy (see drain).
+const busyGap = 5 * time.Millisecond
+
+// drain claims while slots are free and rows keep coming. A claim that
+// cannot fill a whole batch waits for ClaimCooldown after the previous
+// claim, so that under saturation the slots freed meanwhile are claimed for
+// together. A recheck that finds nothing moves on to the next, longer
+// recheck delay; any claim that finds rows restarts the sequence.
+func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
+	d.collectFreed()
+	d.starved = false
+	claimed, claims := 0, 0
+	for ctx.Err() == nil {
+		free := d.cfg.Concurrency - d.inflight
+		if free <= 0 {
+			d.starved = true
+			break
+		}
+		limit := min(d.cfg.BatchSize, free)
+		if wait := d.lastClaim.Add(d.cfg.ClaimCooldown).Sub(d.cfg.Now()); limit < d.cfg.BatchSize && wait > 0 {
+			d.starved = true
+			d.cool.Reset(wait)
+			break
+		}
+		// The claim runs under work, not ctx: a claim cut short by SIGTERM
+		// could still commit on the server, leaving its rows leased to no
+		// one. Claimed rows are always started; if the worker is stopping
+		// by then, they are released at once.
+		rows, err := d.store.Claim(work, limit)
+		d.lastClaim = d.cfg.Now()
+		d.sweep.Reset(d.cfg.SweepInterval)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.m.claimErrors.Inc()
+				d.log.Warn("dispatcher: claim failed; trying again", "error", err, "retry_in", claimErrorDelay)
+				d.armRecheck(-1, claimErrorDelay)
+				d.setBusy(false)
+			}
+			return
+		}
+		claims++
+		if len(rows) == 0 {
+			break
+		}
+		d.claimed(ctx, work, rows)
+		claimed += len(rows)
+		if len(rows) < limit {
+			break
+		}
+	}
+	d.hushAfter(claimed, claims)
+	switch {
+	case claimed > 0:
+		d.armRecheck(0, recheckDelays[0])
+	case recheck && d.step+1 < len(recheckDelays):
+		d.armRecheck(d.step+1, recheckDelays[d.step+1])
+	case recheck:
+		d.step = -1
+	}
+}
+
+// collectFreed counts the slots given back since the loop last looked.
+func (d *Dispatcher) collectFreed() {
+	for {
+		select {
+		case <-d.freed:
+			d.inflight--
+		default:
+			return
+		}
+	}
+}
+
+// claimed starts a slot for each row.
+func (d *Dispatcher) claimed(ctx, work context.Context, rows []Row) {
+	d.inflight += len(rows)
+	d.m.batches.Inc()
+	d.m.rows.Add(float64(len(rows)))
+	d.m.inFlight.Add(float64(len(rows)))
+	reclaimed := 0
+	for _, r := range rows {
+		if r.Reclaimed {
+			reclaimed++
+		}
+		d.start(ctx, work, r)
+	}
+	if reclaimed > 0 {
+		d.m.reclaimed.Add(float64(reclaimed))
+		d.log.Warn("dispatcher: took over rows whose lease had expired (their worker died, froze or lost the database)",
+			"rows", reclaimed)
+	}
+}
+
+// hushAfter tells the hush whether the worker is busy: rows keep coming
+// (this drain found rows, and so did one less than busyGap ago), so the
+// worker will claim again within recheckDelays[0] (or as soon as a slot
+// frees) whatever producers do, and their NOTIFYs are only cost. A lone
+// event on a sparse stream does not count. An empty claim ends it. A busy
+// worker that is also saturated asks the hush to wake the other workers.
+func (d *Dispatcher) hushAfter(claimed, claims int) {
+	switch {
+	case claimed > 0:
+		now := d.cfg.Now()
+		if now.Sub(d.lastRows) < busyGap || claims > 1 {
+			d.setBusy(true)
+		}
+		d.lastRows = now
+	case !d.starved:
+		d.setBusy(false)
+	}
+	if d.starved && d.busy {
+		d.hush.Help()
+	}
+}
+
+func (d *Dispatcher) setBusy(busy bool) {
+	// Busy is repeated: a hold that lost to a notifying producer is tried
+	// again.
+	if busy || busy != d.busy {
+		d.busy = busy
+		d.hush.Set(busy)
+	}
+}
+
+func (d *Dispatcher) armRecheck(step int, after time.Duration) {
+	d.step = step
+	d.recheck.Reset(after)
+}
+
+// armDue makes sure the loop wakes within after, when the next scheduled row
+// falls due.
+func (d *Dispatcher) armDue(after time.Duration) {
+	at := d.cfg.Now().Add(after)
+	if !d.dueAt.IsZero() && !at.Before(d.dueAt) {
+		return
+	}
+	d.dueAt = at
+	d.due.Reset(after)
+}
+
+func (d *Dispatcher) refreshNextDue(ctx context.Context) {
+	after, ok, err := d.store.NextDue(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("dispatcher: reading the next due time failed", "error", err)
+		}
+		return
+	}
+	if ok {
+		d.armDue(after)
+	}
+}

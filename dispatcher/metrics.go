@@ -1,0 +1,119 @@
+package dispatcher
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// metrics are the dispatcher's; the listener and the gates register their
+// own on the same registry.
+type metrics struct {
+	deliveries    *prometheus.CounterVec
+	attempts      *prometheus.HistogramVec
+	lag           prometheus.Histogram
+	batches       prometheus.Counter
+	rows          prometheus.Counter
+	pollWakeups   prometheus.Counter
+	retries       prometheus.Counter
+	deadLetters   prometheus.Counter
+	deferrals     prometheus.Counter
+	claimErrors   prometheus.Counter
+	commitErrors  prometheus.Counter
+	inFlight      prometheus.Gauge
+	reclaimed     prometheus.Counter
+	leasesLost    prometheus.Counter
+	flushSize     prometheus.Histogram
+	flushDuration prometheus.Histogram
+	released      prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := buildMetrics(promauto.With(reg))
+	// Every label value exists from the start, so dashboards and alerts see 0
+	// rather than nothing.
+	for _, o := range []string{"delivered", "retried", "dead_lettered", "deferred"} {
+		m.deliveries.WithLabelValues(o)
+	}
+	for _, c := range []Class{Delivered, Retryable, Permanent} {
+		m.attempts.WithLabelValues(c.String())
+	}
+	return m
+}
+
+func buildMetrics(f promauto.Factory) *metrics {
+	latency := []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	counter := func(name, help string) prometheus.Counter {
+		return f.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	return &metrics{
+		deliveries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxora_webhook_deliveries_total",
+			Help: "Claimed rows by recorded outcome: delivered, retried, dead_lettered, deferred.",
+		}, []string{"outcome"}),
+		attempts: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fluxora_webhook_attempt_duration_seconds",
+			Help:    "HTTP attempt latency by result: delivered, retryable, permanent.",
+			Buckets: latency,
+		}, []string{"result"}),
+		lag: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fluxora_webhook_end_to_end_lag_seconds",
+			Help:    "From a row's created_at (insert, or due time of a retry) to the write recording its delivery.",
+			Buckets: latency,
+		}),
+		batches:     counter("fluxora_webhook_claimed_batches_total", "Claims that returned at least one row."),
+		rows:        counter("fluxora_webhook_claimed_rows_total", "Rows claimed."),
+		pollWakeups: counter("fluxora_webhook_poll_wakeups_total", "Fallback poll ticks (WEBHOOK_POLL_INTERVAL_MS)."),
+		retries:     counter("fluxora_webhook_retries_scheduled_total", "Retryable failures scheduled as a new attempt row."),
+		deadLetters: counter("fluxora_webhook_dead_letters_total", "Events moved to webhook_dead_letter."),
+		deferrals:   counter("fluxora_webhook_deferred_total", "Rows re-enqueued unattempted because a gate refused them."),
+		claimErrors: counter("fluxora_webhook_claim_errors_total", "Claims that failed (database trouble)."),
+		commitErrors: counter("fluxora_webhook_commit_errors_total",
+			"Outcome writes that failed (database trouble); each is tried again while the rows' leases last."),
+		inFlight: f.NewGauge(prometheus.GaugeOpts{
+			Name: "fluxora_webhook_rows_in_flight",
+			Help: "Rows this worker holds under a lease: claimed, and not yet recorded or released.",
+		}),
+		reclaimed: counter("fluxora_webhook_leases_reclaimed_total",
+			"Rows this worker claimed after another holder's lease expired without an outcome (a worker died, froze or lost the database)."),
+		leasesLost: counter("fluxora_webhook_leases_lost_total",
+			"Outcomes refused by the lease fence: the row's lease had expired and another worker had claimed it."),
+		released: counter("fluxora_webhook_rows_released_total",
+			"Rows given back unattempted at shutdown, for another worker to take at once."),
+		flushSize: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fluxora_webhook_outcome_flush_size",
+			Help:    "Outcomes written per statement.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
+		}),
+		flushDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fluxora_webhook_outcome_flush_duration_seconds",
+			Help:    "Time to write one batch of outcomes (one statement, one round trip).",
+			Buckets: latency,
+		}),
+	}
+}
+
+func (m *metrics) attempt(r Result) {
+	m.attempts.WithLabelValues(r.Class.String()).Observe(r.Duration.Seconds())
+}
+
+// recorded counts a written outcome; lag is now minus the row's created_at.
+func (m *metrics) recorded(k Kind, lag time.Duration) {
+	switch k {
+	case Done:
+		m.deliveries.WithLabelValues("delivered").Inc()
+		m.lag.Observe(lag.Seconds())
+	case Retry:
+		m.deliveries.WithLabelValues("retried").Inc()
+		m.retries.Inc()
+	case Dead:
+		m.deliveries.WithLabelValues("dead_lettered").Inc()
+		m.deadLetters.Inc()
+	case Defer:
+		m.deliveries.WithLabelValues("deferred").Inc()
+		m.deferrals.Inc()
+	case Release:
+		m.released.Inc()
+	}
+}
