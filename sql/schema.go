@@ -114,7 +114,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 // queue, and block producers, behind a long transaction; it is tried again
 // every lockRetryDelay for up to lockRetryFor.
 const (
-	lockRetryDelay = 250 * time.Millisecond
+	lockRetryDelay = 300 * time.Millisecond
 	lockRetryFor   = 2 * time.Minute
 )
 

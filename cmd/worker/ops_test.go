@@ -45,8 +45,18 @@ const (
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	db.Insert(t, "e", `{}`, `{}`)
+	db.Insert(t, "e", `{}`, `{}`, `{}`, `{}`)
 	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO webhook_outbox (event_type, payload, created_at) VALUES ('e', '{}', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	// One row in flight, one whose lease expired (pending again) after a
+	// reclaim, one processed after a reclaim.
+	_, err := db.Pool.Exec(context.Background(), `UPDATE webhook_outbox SET
+		locked_until = now() + CASE id % 4 WHEN 1 THEN interval '1 minute' ELSE interval '-1 minute' END,
+		lease_token = gen_random_uuid(), reclaims = CASE id % 4 WHEN 1 THEN 0 ELSE 1 END,
+		processed = (id % 4 = 3), processed_at = CASE id % 4 WHEN 3 THEN now() END
+		WHERE id % 4 IN (1, 2, 3) AND created_at <= now()`)
+	if err != nil {
 		t.Fatal(err)
 	}
 	deadLetters(t, db, [3]string{idA, "e", "1 hour"})
@@ -58,10 +68,12 @@ func TestStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if s.PendingDue != 2 || s.ScheduledRetries != 1 || s.DeadLetters != 1 || s.OldestPendingSecs < 0 {
+	if s.PendingDue != 2 || s.InFlight != 1 || s.ScheduledRetries != 1 || s.ProcessedLastHour != 1 || s.LeasesReclaimed != 2 ||
+		s.DeadLetters != 1 || s.OldestPendingSecs < 0 {
 		t.Fatalf("status %+v", s)
 	}
-	if code, out, _ := ops(t, db, "status"); code != 0 || !strings.Contains(out, "pending (due now)  ") || !strings.Contains(out, "dead letters") {
+	if code, out, _ := ops(t, db, "status"); code != 0 || !strings.Contains(out, "pending (due now)  ") || !strings.Contains(out, "in flight") ||
+		!strings.Contains(out, "leases reclaimed") || !strings.Contains(out, "dead letters") {
 		t.Fatalf("table: exit %d\n%s", code, out)
 	}
 	if code, _, _ := ops(t, db, "status", "--bogus"); code != exitUsage {

@@ -19,20 +19,35 @@ import (
 	schema "github.com/fluxora/webhook-worker/sql"
 )
 
-const statusSQL = `SELECT
-  (SELECT count(*) FROM webhook_outbox WHERE NOT processed AND created_at <= now()),
-  (SELECT count(*) FROM webhook_outbox WHERE NOT processed AND created_at > now()),
-  COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM webhook_outbox WHERE NOT processed AND created_at <= now()), 0),
-  (SELECT count(*) FROM webhook_outbox WHERE processed AND processed_at > now() - interval '1 hour'),
+// statusSQL reads the pending rows once (through the partial index of
+// pending rows) and the last hour's processed rows once (through the
+// processed_at index). Rows in flight are held under a live lease; a due row
+// whose lease expired counts as pending (any worker's next claim takes it).
+const statusSQL = `WITH pending AS (
+  SELECT count(*) FILTER (WHERE created_at <= now() AND (locked_until IS NULL OR locked_until <= now())) AS due,
+         count(*) FILTER (WHERE created_at > now()) AS scheduled,
+         count(*) FILTER (WHERE locked_until > now()) AS in_flight,
+         COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE created_at <= now())), 0) AS oldest,
+         COALESCE(sum(reclaims), 0) AS reclaims
+  FROM webhook_outbox WHERE NOT processed
+), recent AS (
+  SELECT count(*) AS processed, COALESCE(sum(reclaims), 0) AS reclaims
+  FROM webhook_outbox WHERE processed AND processed_at > now() - interval '1 hour'
+)
+SELECT pending.due, pending.scheduled, pending.in_flight, pending.oldest, recent.processed,
+  pending.reclaims + recent.reclaims,
   (SELECT count(*) FROM webhook_dead_letter),
-  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fluxora-webhook-listener')`
+  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fluxora-webhook-listener')
+FROM pending, recent`
 
 // outboxStatus is what `worker status` reports.
 type outboxStatus struct {
 	PendingDue        int64          `json:"pending_due"`
 	ScheduledRetries  int64          `json:"scheduled"`
+	InFlight          int64          `json:"in_flight"`
 	OldestPendingSecs float64        `json:"oldest_pending_seconds"`
 	ProcessedLastHour int64          `json:"processed_last_hour"`
+	LeasesReclaimed   int64          `json:"leases_reclaimed_last_hour"`
 	DeadLetters       int64          `json:"dead_letters"`
 	ListeningWorkers  int64          `json:"listening_workers"`
 	Circuit           *circuitStatus `json:"circuit,omitempty"`
@@ -51,7 +66,7 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: worker status [--json]\n\nPending, scheduled, oldest pending age, processed in the last hour,\ndead letters, listening workers, and the circuit state when REDIS_URL and\nWEBHOOK_URL are set.\n")
+		fmt.Fprint(stderr, "usage: worker status [--json]\n\nPending, in flight, scheduled, oldest pending age, processed in the last\nhour, leases reclaimed from dead workers, dead letters, listening workers,\nand the circuit state when REDIS_URL and WEBHOOK_URL are set.\n")
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -62,8 +77,8 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	defer pool.Close()
 	var s outboxStatus
-	err := pool.QueryRow(ctx, statusSQL).Scan(&s.PendingDue, &s.ScheduledRetries, &s.OldestPendingSecs,
-		&s.ProcessedLastHour, &s.DeadLetters, &s.ListeningWorkers)
+	err := pool.QueryRow(ctx, statusSQL).Scan(&s.PendingDue, &s.ScheduledRetries, &s.InFlight, &s.OldestPendingSecs,
+		&s.ProcessedLastHour, &s.LeasesReclaimed, &s.DeadLetters, &s.ListeningWorkers)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker status: %v\n", err)
 		return exitFailure
@@ -75,9 +90,11 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "pending (due now)\t%d\n", s.PendingDue)
+	fmt.Fprintf(w, "in flight (leased to a worker)\t%d\n", s.InFlight)
 	fmt.Fprintf(w, "scheduled (retries, deferrals)\t%d\n", s.ScheduledRetries)
 	fmt.Fprintf(w, "oldest pending\t%s\n", (time.Duration(s.OldestPendingSecs * float64(time.Second))).Round(time.Millisecond))
 	fmt.Fprintf(w, "processed in the last hour\t%d\n", s.ProcessedLastHour)
+	fmt.Fprintf(w, "leases reclaimed (pending, last hour)\t%d\n", s.LeasesReclaimed)
 	fmt.Fprintf(w, "dead letters\t%d\n", s.DeadLetters)
 	fmt.Fprintf(w, "listening workers\t%d\n", s.ListeningWorkers)
 	if c := s.Circuit; c != nil {

@@ -12,7 +12,7 @@
 -- transaction (a worker of the previous version holds its claim transaction
 -- across HTTP requests) it would block every producer's INSERT: lock_timeout
 -- bounds that wait, and `worker migrate` tries again (sql/schema.go).
-SET LOCAL lock_timeout = '500ms';
+SET LOCAL lock_timeout = '200ms';
 
 ALTER TABLE webhook_outbox
     ADD COLUMN IF NOT EXISTS locked_until timestamptz,
