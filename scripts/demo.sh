@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The demo: migrates a fresh local database, starts the sample consumer
-# (which verifies every signature), starts the worker, enqueues events the way
-# a producer does, and shows them delivered. Everything it starts, it stops.
+# (which verifies every signature, and answers slowly when an event asks it
+# to), starts the worker, enqueues events the way a producer does, and shows
+# them delivered: the first event takes the consumer 3 s, and the others are
+# delivered and recorded meanwhile, each on its own slot. Everything it
+# starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
@@ -32,7 +35,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$RUN"; }
 trap cleanup EXIT
 
-bin/sample-consumer -addr "$CONSUMER_ADDR" >"$RUN/consumer.log" 2>&1 & pids+=($!)
+bin/sample-consumer -addr "$CONSUMER_ADDR" -honor-delay >"$RUN/consumer.log" 2>&1 & pids+=($!)
 bin/worker 2>"$RUN/worker.log" & pids+=($!)
 for _ in $(seq 1 100); do
   curl -fsS "http://$METRICS_ADDR/readyz" >/dev/null 2>&1 && break
@@ -40,13 +43,23 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://$METRICS_ADDR/readyz" >/dev/null || { echo "worker not ready:"; cat "$RUN/worker.log"; exit 1; }
 
-echo "== enqueueing $EVENTS events (one transaction each, as a producer would)"
+processed() { psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM webhook_outbox WHERE processed"; }
+
+echo "== enqueueing $EVENTS events (one transaction each, as a producer would); the consumer takes 3 s over the first"
 start=$(date +%s%N)
 for i in $(seq 1 "$EVENTS"); do
-  psql -q "$DATABASE_URL" -c "BEGIN; INSERT INTO webhook_outbox (event_type, payload) VALUES ('stream.updated', '{\"stream\": $i, \"status\": \"live\"}'); COMMIT;"
+  delay=0; [ "$i" -eq 1 ] && delay=3000
+  psql -q "$DATABASE_URL" -c "BEGIN; INSERT INTO webhook_outbox (event_type, payload) VALUES ('stream.updated', '{\"stream\": $i, \"status\": \"live\", \"delay_ms\": $delay}'); COMMIT;"
 done
 for _ in $(seq 1 200); do
-  n=$(psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM webhook_outbox WHERE processed")
+  n=$(processed)
+  [ "$n" -ge $((EVENTS - 1)) ] && break
+  sleep 0.05
+done
+echo "== $n of $EVENTS delivered and recorded in $(( ($(date +%s%N) - start) / 1000000 )) ms while the slow one is still in flight:"
+bin/worker status
+for _ in $(seq 1 200); do
+  n=$(processed)
   [ "$n" -ge "$EVENTS" ] && break
   sleep 0.05
 done
@@ -54,9 +67,7 @@ echo "== delivered $n of $EVENTS in $(( ($(date +%s%N) - start) / 1000000 )) ms;
 cat "$RUN/consumer.log"
 echo "== outbox"
 psql "$DATABASE_URL" -c "SELECT id, delivery_id, event_type, attempt, processed, processed_at - created_at AS lag FROM webhook_outbox ORDER BY id"
-echo "== worker status"
-bin/worker status
 echo "== a few metrics"
-curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total|notifications_received_total|claimed_batches_total)' || true
+curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total|notifications_received_total|claimed_batches_total|rows_in_flight|outcome_flush_size_(sum|count))' || true
 [ "$n" -ge "$EVENTS" ] || { echo "demo FAILED: not every event was delivered"; cat "$RUN/worker.log"; exit 1; }
 echo "== demo OK"

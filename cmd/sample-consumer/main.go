@@ -1,12 +1,15 @@
 // Command sample-consumer is a minimal Fluxora webhook consumer: it verifies
 // each request with package verify, deduplicates by x-fluxora-delivery-id,
-// and prints one line per event. The README demo uses it.
+// and prints one line per event. The README demo uses it. With -honor-delay
+// it answers an event whose payload has "delay_ms" only after that long (at
+// most 10 s), as a slow real consumer would.
 //
-//	WEBHOOK_SECRET=... sample-consumer -addr 127.0.0.1:8089
+//	WEBHOOK_SECRET=... sample-consumer -addr 127.0.0.1:8089 [-honor-delay]
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +36,7 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("sample-consumer", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8089", "address to listen on")
+	honorDelay := fs.Bool("honor-delay", false, `answer an event whose payload has "delay_ms" after that long (at most 10s)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,7 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if secret == "" {
 		return errors.New("WEBHOOK_SECRET is required")
 	}
-	h := &handler{v: &verify.Verifier{Secret: []byte(secret)}, seen: map[string]bool{}, out: out}
+	h := &handler{v: &verify.Verifier{Secret: []byte(secret)}, seen: map[string]bool{}, out: out, honorDelay: *honorDelay}
 	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	context.AfterFunc(ctx, func() { _ = srv.Shutdown(context.Background()) })
 	fmt.Fprintf(out, "sample-consumer: listening on http://%s\n", *addr)
@@ -56,6 +60,22 @@ type handler struct {
 	mu   sync.Mutex
 	seen map[string]bool // a real consumer keeps this in its database
 	out  io.Writer
+	// honorDelay: wait the payload's delay_ms before answering.
+	honorDelay bool
+}
+
+// maxDelay caps the delay_ms a payload may ask for.
+const maxDelay = 10 * time.Second
+
+// delay is the payload's delay_ms, capped, or 0.
+func delay(body []byte) time.Duration {
+	var p struct {
+		DelayMS int64 `json:"delay_ms"`
+	}
+	if json.Unmarshal(body, &p) != nil || p.DelayMS <= 0 {
+		return 0
+	}
+	return min(time.Duration(p.DelayMS)*time.Millisecond, maxDelay)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +93,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(h.out, "duplicate %s ignored (attempt %d)\n", ev.DeliveryID, ev.Attempt)
 	} else {
 		fmt.Fprintf(h.out, "verified %s %s attempt=%d body=%s\n", ev.DeliveryID, ev.Type, ev.Attempt, ev.Body)
+	}
+	if d := delay(ev.Body); h.honorDelay && d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+		fmt.Fprintf(h.out, "answered %s after %v\n", ev.DeliveryID, d)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

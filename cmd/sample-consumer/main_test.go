@@ -43,3 +43,21 @@ func TestHandlerVerifiesAndDeduplicates(t *testing.T) {
 		t.Fatalf("output:\n%s", s)
 	}
 }
+
+func TestDelay(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body string
+		want time.Duration
+	}{
+		{`{"a":1}`, 0},
+		{`{"delay_ms":250}`, 250 * time.Millisecond},
+		{`{"delay_ms":-5}`, 0},
+		{`{"delay_ms":600000}`, maxDelay},
+		{`not json`, 0},
+	} {
+		if got := delay([]byte(tc.body)); got != tc.want {
+			t.Errorf("delay(%s) = %v, want %v", tc.body, got, tc.want)
+		}
+	}
+}
