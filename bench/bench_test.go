@@ -154,7 +154,7 @@ func TestMetricsAddr(t *testing.T) {
 func TestConsumerVerifies(t *testing.T) {
 	secret := []byte("s3cret")
 	c := &consumer{secret: secret}
-	c.reset(0, false)
+	c.reset(0, profileInstant)
 	body := []byte(`{"seq":7,"t":1}`)
 	post := func(sig string, ts int64) int {
 		req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
@@ -183,7 +183,7 @@ func TestConsumerVerifies(t *testing.T) {
 	if s := c.snapshot(); len(s.got) != 1 || s.got[7].Inserted.UnixNano() != 1 {
 		t.Errorf("recorded %+v", s.got)
 	}
-	c.reset(0, true)
+	c.reset(0, profileFailFirst)
 	if code := post(sign(secret, now, body), now); code != http.StatusServiceUnavailable {
 		t.Errorf("failFirst, attempt 1: %d", code)
 	}

@@ -32,12 +32,14 @@ type event struct {
 type receipt struct {
 	Inserted time.Time // the payload's insert start
 	At       time.Time // when the request that was answered 200 arrived
+	Answered time.Time // when it was answered: At plus the service time
 }
 
 // consumer is the loopback webhook endpoint every system delivers to. It
 // verifies each request's signature like a Fluxora consumer does, answers
-// 200 (or 503 to first attempts when asked to), and records receipt times by
-// the payload's seq.
+// as the run's profile says (200 at once, 503 to first attempts, 200 after
+// a service time, or never), and records receipt times by the payload's
+// seq.
 type consumer struct {
 	secret []byte
 	srv    *http.Server
@@ -51,11 +53,16 @@ type consumer struct {
 
 // runState is one mode's record of deliveries.
 type runState struct {
-	floor     int64 // events with a lower seq belong to an earlier run: answered 200, not recorded
-	failFirst bool  // answer 503 to attempt 1
+	floor   int64 // events with a lower seq belong to an earlier run: answered 200, not recorded
+	profile profile
+	// ctx ends when the run does (the next reset, or Close): every request
+	// still waiting for its answer then ends without one.
+	ctx       context.Context
+	cancel    context.CancelFunc
 	got       map[int64]receipt
 	firstFail map[int64]time.Time // attempt 1 answered 503, by seq
 	retryAt   map[int64]time.Time // attempt 2 arrived, by seq
+	hung      map[int64]time.Time // first attempt left unanswered (profileHang), by seq
 	dups      int                 // 200-answered requests for an already delivered seq
 	last      time.Time           // latest first delivery
 	want      int                 // close done once len(got) reaches it
@@ -69,7 +76,7 @@ func newConsumer(secret []byte) (*consumer, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	c := &consumer{secret: secret, url: "http://" + ln.Addr().String() + "/webhook"}
-	c.reset(0, false)
+	c.reset(0, profileInstant)
 	c.srv = &http.Server{Handler: c, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Minute}
 	go func() { _ = c.srv.Serve(ln) }()
 	return c, nil
@@ -78,20 +85,29 @@ func newConsumer(secret []byte) (*consumer, error) {
 // URL is where systems POST.
 func (c *consumer) URL() string { return c.url }
 
-// Close stops the server.
+// Close ends the requests still waiting for an answer and stops the server.
 func (c *consumer) Close() error {
+	c.mu.Lock()
+	c.run.cancel()
+	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return c.srv.Shutdown(ctx)
 }
 
-// reset starts a new run that records events with seq >= floor: every
-// earlier receipt is forgotten.
-func (c *consumer) reset(floor int64, failFirst bool) {
+// reset starts a new run that records events with seq >= floor and answers
+// as p says: every earlier receipt is forgotten and every request of the
+// previous run still waiting for its answer ends without one.
+func (c *consumer) reset(floor int64, p profile) {
+	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.run = &runState{floor: floor, failFirst: failFirst, got: map[int64]receipt{}, firstFail: map[int64]time.Time{},
-		retryAt: map[int64]time.Time{}, done: make(chan struct{})}
+	if c.run != nil {
+		c.run.cancel()
+	}
+	c.run = &runState{floor: floor, profile: p, ctx: ctx, cancel: cancel, got: map[int64]receipt{},
+		firstFail: map[int64]time.Time{}, retryAt: map[int64]time.Time{}, hung: map[int64]time.Time{},
+		done: make(chan struct{})}
 }
 
 func (c *consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -112,35 +128,68 @@ func (c *consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attempt, _ := strconv.Atoi(r.Header.Get("X-Fluxora-Attempt"))
-	if c.record(ev, attempt, at) {
-		w.WriteHeader(http.StatusOK)
+	a := c.plan(ev, attempt, at)
+	if a.fail {
+		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	w.WriteHeader(http.StatusServiceUnavailable)
+	if !a.run.pause(r.Context(), a.wait) {
+		// The client gave up or the run ended: no answer at all, the
+		// connection is closed, as with a consumer that hangs.
+		panic(http.ErrAbortHandler)
+	}
+	if a.record {
+		c.deliver(a.run, ev, at, time.Now())
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
-// record notes a verified request and reports whether to answer 200.
-func (c *consumer) record(ev event, attempt int, at time.Time) bool {
+// answer is what the consumer does with one verified request.
+type answer struct {
+	run    *runState     // the run the request arrived in
+	fail   bool          // answer 503 at once
+	wait   time.Duration // else wait this long (hangForever: never answer), then answer 200
+	record bool          // and record the delivery
+}
+
+// plan notes a verified request's arrival and decides its answer.
+func (c *consumer) plan(ev event, attempt int, at time.Time) answer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.run
 	if ev.Seq < s.floor {
-		return true
+		return answer{run: s}
 	}
-	if s.failFirst && attempt <= 1 {
+	if s.profile == profileFailFirst && attempt <= 1 {
 		s.firstFail[ev.Seq] = at
-		return false
+		return answer{run: s, fail: true}
 	}
 	if attempt == 2 {
 		if _, ok := s.retryAt[ev.Seq]; !ok {
 			s.retryAt[ev.Seq] = at
 		}
 	}
+	wait := s.profile.service(ev.Seq, attempt)
+	if wait == hangForever {
+		if _, ok := s.hung[ev.Seq]; ok {
+			wait = tailService // an event hangs once, whatever attempt its system says it is on
+		} else {
+			s.hung[ev.Seq] = at
+		}
+	}
+	return answer{run: s, wait: wait, record: true}
+}
+
+// deliver records a request of run s that arrived at and was answered 200
+// at answered.
+func (c *consumer) deliver(s *runState, ev event, at, answered time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, ok := s.got[ev.Seq]; ok {
 		s.dups++
-		return true
+		return
 	}
-	s.got[ev.Seq] = receipt{Inserted: time.Unix(0, ev.T), At: at}
+	s.got[ev.Seq] = receipt{Inserted: time.Unix(0, ev.T), At: at, Answered: answered}
 	if at.After(s.last) {
 		s.last = at
 	}
@@ -148,7 +197,6 @@ func (c *consumer) record(ev event, attempt int, at time.Time) bool {
 		s.want = 0
 		close(s.done)
 	}
-	return true
 }
 
 // verify checks x-fluxora-signature: hex HMAC-SHA256(secret, ts + "." +
@@ -214,6 +262,7 @@ func (c *consumer) snapshot() runState {
 	s.got = maps.Clone(s.got)
 	s.firstFail = maps.Clone(s.firstFail)
 	s.retryAt = maps.Clone(s.retryAt)
+	s.hung = maps.Clone(s.hung)
 	return s
 }
 

@@ -95,7 +95,7 @@ func (r *runner) session(ctx context.Context, env []string, warm bool) (*proc, e
 	if err := r.sys.reset(ctx); err != nil {
 		return nil, fmt.Errorf("reset: %w", err)
 	}
-	r.cons.reset(0, false)
+	r.cons.reset(0, profileInstant)
 	p, err := r.sys.start(ctx, env)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ const warmDuration = 500 * time.Millisecond
 // the warm-up for all. Warm-up events have negative seqs, so that the
 // measured runs, which record seq >= 0 only, never count one.
 func (r *runner) warmUp(ctx context.Context) error {
-	r.cons.reset(math.MinInt64, false)
+	r.cons.reset(math.MinInt64, profileInstant)
 	var seq atomic.Int64
 	commits, _, err := producers(ctx, r.pool, r.sys, r.opt.producers, warmDuration, func() int64 { return -seq.Add(1) })
 	if err != nil {
@@ -128,7 +128,7 @@ func (r *runner) warmUp(ctx context.Context) error {
 	if err := r.cons.await(ctx, len(commits), readyTimeout); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	r.cons.reset(0, false)
+	r.cons.reset(0, profileInstant)
 	return nil
 }
 
@@ -194,7 +194,7 @@ func (r *runner) drain(ctx context.Context) (*DrainResult, error) {
 	if err := r.sys.insertBacklog(ctx, n); err != nil {
 		return nil, fmt.Errorf("backlog: %w", err)
 	}
-	r.cons.reset(0, false)
+	r.cons.reset(0, profileInstant)
 	start := time.Now()
 	p, err := r.sys.start(ctx, nil)
 	if err != nil {

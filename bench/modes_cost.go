@@ -102,7 +102,7 @@ func (r *runner) retry(ctx context.Context) (*RetryResult, error) {
 		return nil, err
 	}
 	defer p.Stop()
-	r.cons.reset(0, true)
+	r.cons.reset(0, profileFailFirst)
 	n := r.opt.retryEvents
 	interval := latencyInterval
 	_, missing, err := r.paced(ctx, n, interval)

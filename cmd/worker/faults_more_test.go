@@ -72,14 +72,7 @@ func TestNoTransactionOpenAcrossRequests(t *testing.T) {
 	}
 	release()
 	waitProcessed(t, db, 5, 20*time.Second)
-	for id, n := range c.byID() {
-		if n != 1 {
-			t.Fatalf("delivery %s sent %d times", id, n)
-		}
-	}
-	if len(c.byID()) != 5 {
-		t.Fatalf("delivered %d of 5", len(c.byID()))
-	}
+	deliveredOnceEach(t, c, 5)
 }
 
 // Rounds of SIGKILL at random moments with three workers and a heavy-tailed

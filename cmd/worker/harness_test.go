@@ -96,6 +96,21 @@ func (c *consumer) byID() map[string]int {
 	return out
 }
 
+// deliveredOnceEach fails the test unless c received exactly n events, each
+// exactly once.
+func deliveredOnceEach(t *testing.T, c *consumer, n int) {
+	t.Helper()
+	ids := c.byID()
+	for id, sent := range ids {
+		if sent != 1 {
+			t.Fatalf("delivery %s sent %d times", id, sent)
+		}
+	}
+	if len(ids) != n {
+		t.Fatalf("delivered %d distinct events, want %d", len(ids), n)
+	}
+}
+
 // baseEnv is a valid configuration for db and c; overrides win.
 func baseEnv(db *testdb.DB, c *consumer, overrides map[string]string) map[string]string {
 	return envFor(db.URL, c, overrides)

@@ -178,14 +178,7 @@ func TestSIGTERMReleasesRowsNotStarted(t *testing.T) {
 	started := time.Now()
 	startProcess(t, env)
 	waitProcessed(t, db, 5, 20*time.Second)
-	for id, n := range c.byID() {
-		if n != 1 {
-			t.Fatalf("delivery %s sent %d times", id, n)
-		}
-	}
-	if len(c.byID()) != 5 {
-		t.Fatalf("delivered %d of 5", len(c.byID()))
-	}
+	deliveredOnceEach(t, c, 5)
 	figures(t, "SIGTERM with 5 rows claimed, not sent: released, exit 0 after %v; next worker delivered them in %v (lease %v), 0 duplicates",
 		exited.Round(time.Millisecond), time.Since(started).Round(time.Millisecond),
 		leaseFor(config{Timeout: 10 * time.Second, GateTimeout: 10 * time.Second, RedisURL: "x"}))
