@@ -30,6 +30,7 @@ type options struct {
 	pollEvents       int // latency mode, poll-only system
 	retryEvents      int
 	backlog          int // drain mode
+	tailBacklog      int // tail and tail-hang modes
 	duration         time.Duration
 	producers        int
 	costPairs        int
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.pollEvents, "poll-events", 30, "latency mode: events for the poll-only system, spread over 1.1 poll intervals")
 	fs.IntVar(&o.retryEvents, "retry-events", 200, "retry mode: events, one every 10ms, each failing its first attempt")
 	fs.IntVar(&o.backlog, "backlog", 20000, "drain mode: rows inserted before the system starts")
+	fs.IntVar(&o.tailBacklog, "tail-backlog", 20000, "tail and tail-hang modes: rows inserted before the system starts")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "burst mode: how long the producers insert")
 	fs.IntVar(&o.producers, "producers", 8, "burst and cost modes: concurrent producers")
 	fs.IntVar(&o.costPairs, "cost-pairs", 5, "cost mode: trigger on/off pairs (after one discarded warm-up run)")
@@ -84,8 +86,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.systems, err = pick("-systems", *systems, allSystems); err != nil {
 		return o, err
 	}
-	if o.events < 1 || o.pollEvents < 1 || o.retryEvents < 1 || o.backlog < 1 || o.producers < 1 || o.costPairs < 1 {
-		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -producers and -cost-pairs must be at least 1")
+	if o.events < 1 || o.pollEvents < 1 || o.retryEvents < 1 || o.backlog < 1 || o.tailBacklog < 1 ||
+		o.producers < 1 || o.costPairs < 1 {
+		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers and -cost-pairs must be at least 1")
 	}
 	if o.duration <= 0 || o.costDuration <= 0 {
 		return o, errors.New("-duration and -cost-duration must be positive")
@@ -199,6 +202,9 @@ func newSystem(name string, opt options, bin, self string, c common) system {
 		return &riverSystem{common: c, bin: self, maxWorkers: riverDefaultWorkers}
 	case sysRiverTuned:
 		return &riverSystem{common: c, bin: self, maxWorkers: 100,
+			fetchCooldown: time.Millisecond, fetchPollInterval: 50 * time.Millisecond}
+	case sysRiver200:
+		return &riverSystem{common: c, bin: self, maxWorkers: river200Workers,
 			fetchCooldown: time.Millisecond, fetchPollInterval: 50 * time.Millisecond}
 	case sysPollOnly:
 		return &workerSystem{common: c, bin: bin, pollOnly: true}

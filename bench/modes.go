@@ -14,14 +14,16 @@ import (
 
 // The modes, by the names -modes takes, in the order they run.
 const (
-	modeLatency = "latency"
-	modeDrain   = "drain"
-	modeBurst   = "burst"
-	modeCost    = "cost"
-	modeRetry   = "retry"
+	modeLatency  = "latency"
+	modeDrain    = "drain"
+	modeBurst    = "burst"
+	modeCost     = "cost"
+	modeRetry    = "retry"
+	modeTail     = "tail"
+	modeTailHang = "tail-hang"
 )
 
-var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry}
+var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry, modeTail, modeTailHang}
 
 // latencyInterval is the gap between latency-mode events.
 const latencyInterval = 10 * time.Millisecond
@@ -315,8 +317,8 @@ func runSystem(ctx context.Context, opt options, dbs *databases, cons *consumer,
 	}
 	r := &runner{opt: opt, sys: sys, pool: pool, cons: cons}
 	for _, mode := range opt.modes {
-		if mode == modeCost && !sys.Worker() {
-			continue // the trigger is the worker's; River and poll-only have none
+		if !runsMode(sys, mode) {
+			continue
 		}
 		t0 := time.Now()
 		err := r.runMode(ctx, mode, &res)
@@ -347,6 +349,10 @@ func (r *runner) runMode(ctx context.Context, mode string, res *SystemResult) er
 		res.Cost, err = r.cost(ctx)
 	case modeRetry:
 		res.Retry, err = r.retry(ctx)
+	case modeTail:
+		res.Tail, err = r.tail(ctx, profileTail)
+	case modeTailHang:
+		res.TailHang, err = r.tail(ctx, profileHang)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}

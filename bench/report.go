@@ -30,6 +30,8 @@ type SystemResult struct {
 	Burst      *BurstResult      `json:"burst,omitempty"`
 	Cost       *CostResult       `json:"cost,omitempty"`
 	Retry      *RetryResult      `json:"retry,omitempty"`
+	Tail       *TailResult       `json:"tail,omitempty"`
+	TailHang   *TailResult       `json:"tail_hang,omitempty"`
 	Duplicates int               `json:"duplicates"` // deliveries of an already delivered event
 	Errors     map[string]string `json:"errors,omitempty"`
 }
@@ -37,7 +39,7 @@ type SystemResult struct {
 func (o options) summary() map[string]any {
 	return map[string]any{
 		"modes": o.modes, "systems": o.systems, "events": o.events, "poll_events": o.pollEvents,
-		"retry_events": o.retryEvents, "backlog": o.backlog, "duration": o.duration.String(),
+		"retry_events": o.retryEvents, "backlog": o.backlog, "tail_backlog": o.tailBacklog, "duration": o.duration.String(),
 		"producers": o.producers, "cost_pairs": o.costPairs, "cost_duration": o.costDuration.String(),
 		"tuned_batch": o.tunedBatch, "tuned_concurrency": o.tunedConcurrency,
 	}

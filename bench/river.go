@@ -16,10 +16,16 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-// riverDefaultWorkers is MaxWorkers for river-defaults. River has no default
-// for it; this is the worker's own default WEBHOOK_CONCURRENCY, so that the
-// two "defaults" systems run as many deliveries at once.
-const riverDefaultWorkers = 32
+// riverDefaultWorkers is MaxWorkers for river-defaults: River's usual
+// default (river.QueueConfig's MaxWorkers must be set; 100 is what River's
+// documentation and examples use), and also the worker's default
+// WEBHOOK_CONCURRENCY, so that the two "defaults" systems run as many
+// deliveries at once.
+const riverDefaultWorkers = 100
+
+// river200Workers is MaxWorkers for river-200, the tail modes' River: as
+// many deliveries at once as worker-tuned.
+const river200Workers = 200
 
 // riverPoolSize is the River child's connection pool size in both River
 // systems (pgxpool's default would be 4 on this machine).
@@ -46,6 +52,8 @@ type riverSystem struct {
 	fetchPollInterval time.Duration // 0: River's default
 	client            *river.Client[pgx.Tx]
 }
+
+func (s *riverSystem) Slots() (int, string) { return s.maxWorkers, "MaxWorkers" }
 
 func (s *riverSystem) Settings() string {
 	cooldown, poll := "100ms (default)", "1s (default)"
@@ -106,6 +114,12 @@ func (s *riverSystem) insertBacklog(ctx context.Context, n int) error {
 }
 
 func (s *riverSystem) retryEnv() []string { return []string{"BENCH_RIVER_RETRY_DELAY=200ms"} }
+
+// hangEnv: the job's http.Client times out after timeout, and the job is
+// retried after 160–200 ms.
+func (s *riverSystem) hangEnv(timeout time.Duration) []string {
+	return []string{"BENCH_RIVER_RETRY_DELAY=200ms", "BENCH_RIVER_HTTP_TIMEOUT=" + timeout.String()}
+}
 
 // retryDue: River keeps the retry's due time in scheduled_at.
 func (s *riverSystem) retryDue(ctx context.Context) (map[int64]time.Time, error) {

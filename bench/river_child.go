@@ -24,6 +24,11 @@ import (
 // riverChildEnv, set to 1, makes this binary run as the River child.
 const riverChildEnv = "BENCH_RIVER_CHILD"
 
+// riverHTTPTimeout is the River job's HTTP timeout unless
+// BENCH_RIVER_HTTP_TIMEOUT says otherwise: the worker's default
+// WEBHOOK_TIMEOUT_MS.
+const riverHTTPTimeout = 10 * time.Second
+
 // riverReadyLine is what the child prints on stdout once its client runs.
 const riverReadyLine = "river: ready"
 
@@ -102,6 +107,10 @@ func runRiverChild(ctx context.Context, getenv func(string) string) error {
 	cooldown, _ := time.ParseDuration(getenv("BENCH_RIVER_FETCH_COOLDOWN"))
 	poll, _ := time.ParseDuration(getenv("BENCH_RIVER_FETCH_POLL_INTERVAL"))
 	retry, _ := time.ParseDuration(getenv("BENCH_RIVER_RETRY_DELAY"))
+	timeout, _ := time.ParseDuration(getenv("BENCH_RIVER_HTTP_TIMEOUT"))
+	if timeout <= 0 {
+		timeout = riverHTTPTimeout
+	}
 
 	pc, err := pgxpool.ParseConfig(getenv("BENCH_DATABASE_URL"))
 	if err != nil {
@@ -118,7 +127,7 @@ func runRiverChild(ctx context.Context, getenv func(string) string) error {
 	tr := &http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, IdleConnTimeout: 90 * time.Second}
 	ws := river.NewWorkers()
 	river.AddWorker(ws, &deliveryWorker{
-		client: &http.Client{Transport: tr, Timeout: 10 * time.Second,
+		client: &http.Client{Transport: tr, Timeout: timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		url: getenv("BENCH_WEBHOOK_URL"), secret: []byte(getenv("BENCH_SECRET")),
 	})

@@ -21,10 +21,20 @@ const (
 	sysWorkerTuned    = "worker-tuned"
 	sysRiverDefaults  = "river-defaults"
 	sysRiverTuned     = "river-tuned"
+	sysRiver200       = "river-200"
 	sysPollOnly       = "poll-only"
 )
 
-var allSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysPollOnly}
+var allSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysRiver200, sysPollOnly}
+
+// workerDefaultConcurrency is the worker's default WEBHOOK_CONCURRENCY, for
+// the SYSTEMS table and as the slots of worker-defaults should its start-up
+// log line not say (the slots are read from that line).
+const workerDefaultConcurrency = 100
+
+// startedTimeout bounds the wait for the worker's "worker: started" line
+// once it is ready (it is logged right after the metrics server starts).
+const startedTimeout = 5 * time.Second
 
 // readyTimeout bounds how long a system may take to start.
 const readyTimeout = 60 * time.Second
@@ -39,6 +49,9 @@ type system interface {
 	Settings() string
 	// Worker reports whether this is the worker under test (targets apply).
 	Worker() bool
+	// Slots is how many deliveries the system runs at once, as of its last
+	// start, and where that figure comes from.
+	Slots() (n int, source string)
 	// PollInterval is how long a new row may wait without a wake-up, or 0
 	// when the system is woken on insert.
 	PollInterval() time.Duration
@@ -51,6 +64,9 @@ type system interface {
 	retryDue(ctx context.Context) (map[int64]time.Time, error)
 	// retryEnv is the extra environment for the retry mode.
 	retryEnv() []string
+	// hangEnv is the extra environment for the tail-hang mode: requests
+	// time out after timeout, retries come back after about 200 ms.
+	hangEnv(timeout time.Duration) []string
 	// backendApps are the application_names of the system's database
 	// sessions, to measure the CPU it costs PostgreSQL.
 	backendApps() []string
@@ -74,6 +90,9 @@ type workerSystem struct {
 	bin      string
 	env      []string // the system's settings, e.g. WEBHOOK_BATCH_SIZE=100
 	pollOnly bool
+
+	slots       int    // concurrency of the last start
+	slotsSource string // where slots comes from
 }
 
 func (s *workerSystem) Settings() string {
@@ -81,12 +100,14 @@ func (s *workerSystem) Settings() string {
 		return "trigger dropped (polling only); WEBHOOK_POLL_INTERVAL_MS=10000, other settings default"
 	}
 	if len(s.env) == 0 {
-		return "WEBHOOK_BATCH_SIZE=10 WEBHOOK_CONCURRENCY=32 (defaults)"
+		return fmt.Sprintf("default settings (WEBHOOK_CONCURRENCY %d, as its start-up log says)", workerDefaultConcurrency)
 	}
 	return strings.Join(s.env, " ")
 }
 
 func (s *workerSystem) Worker() bool { return !s.pollOnly }
+
+func (s *workerSystem) Slots() (int, string) { return s.slots, s.slotsSource }
 
 func (s *workerSystem) PollInterval() time.Duration {
 	if s.pollOnly {
@@ -137,6 +158,10 @@ func (s *workerSystem) retryEnv() []string {
 	return []string{"WEBHOOK_BACKOFF_BASE_MS=200", "WEBHOOK_BACKOFF_MAX_MS=200"}
 }
 
+func (s *workerSystem) hangEnv(timeout time.Duration) []string {
+	return []string{"WEBHOOK_TIMEOUT_MS=" + strconv.FormatInt(timeout.Milliseconds(), 10), "WEBHOOK_BACKOFF_BASE_MS=200"}
+}
+
 func (s *workerSystem) retryDue(ctx context.Context) (map[int64]time.Time, error) {
 	return dueTimes(ctx, s.pool, `SELECT (payload->>'seq')::bigint, created_at FROM webhook_outbox WHERE attempt = 2`)
 }
@@ -161,7 +186,8 @@ func (s *workerSystem) backendApps() []string {
 
 func (s *workerSystem) close() {}
 
-// start runs the dispatcher and waits until /readyz answers 200.
+// start runs the dispatcher, waits until /readyz answers 200 and reads its
+// concurrency from its "worker: started" line.
 func (s *workerSystem) start(ctx context.Context, extra []string) (*proc, error) {
 	env := childEnv(
 		"DATABASE_URL="+s.dbURL, "WEBHOOK_URL="+s.consumerURL, "WEBHOOK_SECRET="+s.secret,
@@ -179,7 +205,42 @@ func (s *workerSystem) start(ctx context.Context, extra []string) (*proc, error)
 		_ = p.Stop()
 		return nil, err
 	}
+	s.slots, s.slotsSource = configuredConcurrency(env), "assumed: no worker: started line"
+	if n, err := p.waitLine(ctx, startedTimeout, startedConcurrency); err == nil {
+		s.slots, _ = strconv.Atoi(n)
+		s.slotsSource = "worker: started log line"
+	} else if ctx.Err() != nil {
+		_ = p.Stop()
+		return nil, ctx.Err()
+	}
 	return p, nil
+}
+
+// configuredConcurrency is the last WEBHOOK_CONCURRENCY in env, or the
+// worker's default.
+func configuredConcurrency(env []string) int {
+	n := workerDefaultConcurrency
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "WEBHOOK_CONCURRENCY="); ok {
+			if c, err := strconv.Atoi(v); err == nil {
+				n = c
+			}
+		}
+	}
+	return n
+}
+
+// startedConcurrency returns the "concurrency" of the worker's
+// "worker: started" log line.
+func startedConcurrency(line string) string {
+	var l struct {
+		Msg         string `json:"msg"`
+		Concurrency int    `json:"concurrency"`
+	}
+	if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "worker: started" || l.Concurrency < 1 {
+		return ""
+	}
+	return strconv.Itoa(l.Concurrency)
 }
 
 // metricsAddr returns the "addr" of the worker's "serving /metrics" log line.
