@@ -18,7 +18,7 @@ import (
 func TestSmoke(t *testing.T) {
 	opt, err := parseFlags([]string{
 		"-systems", sysWorkerDefaults, "-events", "20", "-poll-events", "2", "-retry-events", "10",
-		"-backlog", "300", "-duration", "300ms", "-producers", "4", "-cost-pairs", "1", "-cost-duration", "300ms",
+		"-backlog", "300", "-tail-backlog", "300", "-duration", "300ms", "-producers", "4", "-cost-pairs", "1", "-cost-duration", "300ms",
 		"-worker", os.Getenv("BENCH_TEST_WORKER"),
 	}, &bytes.Buffer{})
 	if err != nil {
@@ -56,11 +56,20 @@ func TestSmoke(t *testing.T) {
 		if s.Retry == nil || s.Retry.Missing != 0 || s.Retry.Lateness.N != 10 || s.Retry.Early != 0 {
 			t.Errorf("retry: %+v", s.Retry)
 		}
+		for mode, tr := range map[string]*TailResult{modeTail: s.Tail, modeTailHang: s.TailHang} {
+			if tr == nil || tr.Missing != 0 || tr.Steady <= 0 || tr.Whole <= 0 || tr.Ideal <= 0 || tr.Slots < 1 {
+				t.Errorf("%s: %+v", mode, tr)
+			}
+		}
+		if h := s.TailHang; h != nil && (h.Hung != 300/slowEvery || h.HungDelivered != h.Hung || h.Timeout != hangTimeout) {
+			t.Errorf("tail-hang: %d hung, %d of them delivered, timeout %s; want %d, all, %s",
+				h.Hung, h.HungDelivered, h.Timeout, 300/slowEvery, hangTimeout)
+		}
 	})
 	t.Run("table shows every section and the targets", func(t *testing.T) {
 		var out bytes.Buffer
 		writeTable(&out, rep)
-		for _, want := range []string{"LATENCY", "DRAIN", "BURST", "PRODUCER COST", "RETRY", "TARGETS", "bad signatures: 0"} {
+		for _, want := range []string{"LATENCY", "DRAIN", "BURST", "PRODUCER COST", "RETRY", "TAIL ", "TAIL-HANG", "TARGETS", "bad signatures: 0"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("table lacks %q:\n%s", want, out.String())
 			}

@@ -127,6 +127,43 @@ func writeModes(tw *tabwriter.Writer, rep *report) {
 			}
 		}
 	}
+	writeTail(tw, rep, "TAIL  backlog drain; the consumer answers in 20 ms, one request in 100 in 2 s",
+		func(s SystemResult) *TailResult { return s.Tail })
+	writeTail(tw, rep, fmt.Sprintf("TAIL-HANG  backlog drain; the consumer answers in 20 ms, one first attempt in 100 never (request timeout %s)",
+		hangTimeout), func(s SystemResult) *TailResult { return s.TailHang })
+}
+
+// writeTail prints a tail mode's section: steady = deliveries/s between the
+// 10% and 90% completions; whole = process start to last receipt; ideal =
+// slots / mean service time; ratio = steady / ideal.
+func writeTail(tw *tabwriter.Writer, rep *report, title string, get func(SystemResult) *TailResult) {
+	if !has(rep, func(s SystemResult) bool { return get(s) != nil }) {
+		return
+	}
+	section(tw, title, "system\trows\tslots\tsteady/s\twhole-run/s\tideal/s\tratio\thung delivered\tmissing\tduplicates")
+	for _, s := range rep.Systems {
+		if t := get(s); t != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%.0f\t%.3f\t%s\t%d\t%d\n", s.Name, t.Rows, slots(t), t.Steady,
+				t.Whole, t.Ideal, t.Ratio, hung(t), t.Missing, t.Duplicates)
+		}
+	}
+}
+
+// slots prints a tail result's slots, marked when they were not read from
+// the system but assumed.
+func slots(t *TailResult) string {
+	if t.SlotsSource == slotsAssumed {
+		return fmt.Sprintf("%d (assumed)", t.Slots)
+	}
+	return fmt.Sprint(t.Slots)
+}
+
+// hung prints how many hung events were delivered on a retry, of how many.
+func hung(t *TailResult) string {
+	if t.Timeout == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", t.HungDelivered, t.Hung)
 }
 
 func section(tw *tabwriter.Writer, title, header string) {

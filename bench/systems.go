@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,6 +32,9 @@ var allSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, s
 // the SYSTEMS table and as the slots of worker-defaults should its start-up
 // log line not say (the slots are read from that line).
 const workerDefaultConcurrency = 100
+
+// slotsAssumed is the slots' source when the worker did not log them.
+const slotsAssumed = "assumed: no worker: started line"
 
 // startedTimeout bounds the wait for the worker's "worker: started" line
 // once it is ready (it is logged right after the metrics server starts).
@@ -197,21 +201,27 @@ func (s *workerSystem) start(ctx context.Context, extra []string) (*proc, error)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := p.waitLine(ctx, readyTimeout, metricsAddr)
+	var logged string // the started line's concurrency, should it come first
+	addr, err := p.waitLine(ctx, readyTimeout, func(line string) string {
+		logged = cmp.Or(startedConcurrency(line), logged)
+		return metricsAddr(line)
+	})
 	if err == nil {
 		err = waitReady(ctx, p, "http://"+addr+"/readyz", readyTimeout)
+	}
+	if err == nil && logged == "" {
+		// Normally logged just after the metrics line; a worker that does
+		// not log it at all costs startedTimeout and gets assumed slots.
+		logged, _ = p.waitLine(ctx, startedTimeout, startedConcurrency)
+		err = ctx.Err()
 	}
 	if err != nil {
 		_ = p.Stop()
 		return nil, err
 	}
-	s.slots, s.slotsSource = configuredConcurrency(env), "assumed: no worker: started line"
-	if n, err := p.waitLine(ctx, startedTimeout, startedConcurrency); err == nil {
-		s.slots, _ = strconv.Atoi(n)
-		s.slotsSource = "worker: started log line"
-	} else if ctx.Err() != nil {
-		_ = p.Stop()
-		return nil, ctx.Err()
+	s.slots, s.slotsSource = configuredConcurrency(env), slotsAssumed
+	if n, err := strconv.Atoi(logged); err == nil {
+		s.slots, s.slotsSource = n, "worker: started log line"
 	}
 	return p, nil
 }

@@ -23,7 +23,9 @@ const (
 	retryP99Max     = 50 * time.Millisecond
 	peakRSSMax      = 64 << 20
 	drainTunedMin   = 1.5 // × river-tuned
-	drainDefaultMin = 2.0 // × river-defaults
+	drainDefaultMin = 5.0 // × river-defaults
+	tailIdealMin    = 0.8 // × the system's ideal, slots / mean service time
+	tailRiverMin    = 1.0 // × river-200's steady rate
 )
 
 // targets checks every goal that the report has the data for; a mode that
@@ -67,7 +69,7 @@ func targets(rep *report) []Target {
 		}
 	}
 	out = append(out, drainTargets(by)...)
-	return out
+	return append(out, tailTargets(by)...)
 }
 
 func drainTargets(by map[string]SystemResult) []Target {
@@ -86,6 +88,38 @@ func drainTargets(by map[string]SystemResult) []Target {
 			Value:  fmt.Sprintf("%.0f vs %.0f/s (%.2fx)", w.PerSecond, r.PerSecond, w.PerSecond/r.PerSecond),
 			Pass:   w.Missing == 0 && w.PerSecond >= c.factor*r.PerSecond,
 		})
+	}
+	return out
+}
+
+// tailTargets: in tail, worker-defaults reaches 0.8 of its ideal and
+// worker-tuned at least river-200's steady rate; in tail-hang, each worker
+// system reaches 0.8 of its ideal, every hung event delivered on a retry.
+func tailTargets(by map[string]SystemResult) []Target {
+	var out []Target
+	ideal := func(mode, sys string, t *TailResult) {
+		out = append(out, Target{
+			Name:   fmt.Sprintf("%s steady >= %.1f x ideal", mode, tailIdealMin),
+			System: sys,
+			Value:  fmt.Sprintf("%.0f vs %.0f/s (%.2fx)", t.Steady, t.Ideal, t.Ratio),
+			Pass:   t.Missing == 0 && t.HungDelivered == t.Hung && t.Ratio >= tailIdealMin,
+		})
+	}
+	if t := by[sysWorkerDefaults].Tail; t != nil {
+		ideal(modeTail, sysWorkerDefaults, t)
+	}
+	if w, r := by[sysWorkerTuned].Tail, by[sysRiver200].Tail; w != nil && r != nil && r.Steady > 0 {
+		out = append(out, Target{
+			Name:   fmt.Sprintf("tail steady >= %.1f x %s", tailRiverMin, sysRiver200),
+			System: sysWorkerTuned,
+			Value:  fmt.Sprintf("%.0f vs %.0f/s (%.2fx)", w.Steady, r.Steady, w.Steady/r.Steady),
+			Pass:   w.Missing == 0 && w.Steady >= tailRiverMin*r.Steady,
+		})
+	}
+	for _, name := range []string{sysWorkerDefaults, sysWorkerTuned} {
+		if t := by[name].TailHang; t != nil {
+			ideal(modeTailHang, name, t)
+		}
 	}
 	return out
 }
