@@ -65,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.pollEvents, "poll-events", 30, "latency mode: events for the poll-only system, spread over 1.1 poll intervals")
 	fs.IntVar(&o.retryEvents, "retry-events", 200, "retry mode: events, one every 10ms, each failing its first attempt")
 	fs.IntVar(&o.backlog, "backlog", 20000, "drain mode: rows inserted before the system starts")
-	fs.IntVar(&o.tailBacklog, "tail-backlog", 20000, "tail and tail-hang modes: rows inserted before the system starts")
+	fs.IntVar(&o.tailBacklog, "tail-backlog", 40000, "tail and tail-hang modes: rows inserted before the system starts")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "burst mode: how long the producers insert")
 	fs.IntVar(&o.producers, "producers", 8, "burst and cost modes: concurrent producers")
 	fs.IntVar(&o.costPairs, "cost-pairs", 5, "cost mode: trigger on/off pairs (after one discarded warm-up run)")

@@ -103,7 +103,7 @@ func (res *TailResult) measure(s runState, start time.Time) {
 	for _, rc := range s.got {
 		answered = append(answered, rc.Answered)
 	}
-	res.Steady, res.Window = steadyRate(answered)
+	res.Steady, res.Window = steadyRate(answered, res.slow())
 	res.Elapsed = s.last.Sub(start)
 	res.Whole = perSecond(len(s.got), res.Elapsed)
 	if res.MeanService > 0 {
@@ -121,16 +121,30 @@ func (res *TailResult) measure(s runState, start time.Time) {
 	res.Duplicates = s.dups
 }
 
+// slow is how long a slow request of the run takes: 2 s, or T when it hangs.
+func (res *TailResult) slow() time.Duration {
+	if res.Timeout > 0 {
+		return res.Timeout
+	}
+	return tailSlow
+}
+
 // steadyRate is the deliveries per second between the steadyFrom% and
 // steadyTo% completions (nearest rank, as for percentiles): the completions
 // after the first of them up to the second, over the time between them.
-// It sorts answered in place.
-func steadyRate(answered []time.Time) (float64, time.Duration) {
+// The window starts no earlier than ramp after the first completion: until
+// the first slow requests end, no slot is held by one and every system runs
+// above its steady rate. A run too short to leave a window after the ramp
+// keeps the steadyFrom% start. It sorts answered in place.
+func steadyRate(answered []time.Time, ramp time.Duration) (float64, time.Duration) {
 	slices.SortFunc(answered, time.Time.Compare)
 	n := len(answered)
 	lo, hi := completion(n, steadyFrom), completion(n, steadyTo)
 	if hi <= lo {
 		return 0, 0
+	}
+	if i, _ := slices.BinarySearchFunc(answered, answered[0].Add(ramp), time.Time.Compare); i > lo && i < hi {
+		lo = i
 	}
 	window := answered[hi].Sub(answered[lo])
 	return perSecond(hi-lo, window), window

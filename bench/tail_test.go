@@ -37,11 +37,29 @@ func TestSteadyRate(t *testing.T) {
 		{"none", nil, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rate, window := steadyRate(at(tc.ms...))
+			rate, window := steadyRate(at(tc.ms...), 0)
 			if rate != tc.rate || window != tc.window {
 				t.Errorf("steadyRate = %v/s over %s, want %v/s over %s", rate, window, tc.rate, tc.window)
 			}
 		})
+	}
+}
+
+func TestSteadyRateLeavesTheRampOut(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var at []time.Time
+	for ms := range 100 { // 2 per ms for the first 20 ms, then 1 per ms
+		at = append(at, t0.Add(time.Duration(ms)*time.Millisecond))
+		if ms < 20 {
+			at = append(at, t0.Add(time.Duration(ms)*time.Millisecond))
+		}
+	}
+	rate, window := steadyRate(at, 20*time.Millisecond)
+	if rate < 999.9 || rate > 1000.1 || window != 67*time.Millisecond {
+		t.Errorf("steadyRate after the ramp = %v/s over %s, want 1000/s", rate, window)
+	}
+	if rate, _ := steadyRate(at[:30], time.Hour); rate <= 0 {
+		t.Error("a run shorter than the ramp has no rate")
 	}
 }
 
