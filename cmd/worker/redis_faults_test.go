@@ -154,13 +154,16 @@ func (p redisPhase) max() time.Duration { return p.lat[len(p.lat)-1] }
 //     as a gate error while Redis is up.
 //   - A paused or dead Redis must cost each event at most one gate timeout
 //     plus loadMargin. That bound (2.5 s) stays below go-redis's own 3 s
-//     read timeout, so a call not bounded by the gate timeout (go-redis
-//     left to itself: 3 s, retried) fails the test.
+//     read timeout, so a call not bounded by the gate timeout fails the
+//     test (with boundRedisCalls a no-op, a paused Redis held every event
+//     5 s). Under the loaded suite the paused max was under 0.7 s.
 //   - "The gates work with Redis" is measured per phase, not assumed: no
 //     gate call failed and Redis ran a check and a record for every event.
 //     A Redis that is up must show such a phase within a deadline (a load
-//     spike past the gate timeout only costs another phase), a paused or
-//     dead one must fail every check.
+//     spike past the gate timeout only costs another phase; so does the
+//     first phase after the restart, while go-redis, after a run of
+//     refused dials, redials about once a second), a paused or dead one
+//     must fail every check.
 //
 // After each phase the test waits until every row is processed, so each
 // event's record (made after its request) has ended and its errors count in
@@ -245,6 +248,6 @@ func TestRedisPausedAndStoppedMidRun(t *testing.T) {
 	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter"); n != 0 {
 		t.Fatalf("%d events dead-lettered", n)
 	}
-	figures(t, "gate timeout %v, bound per event with Redis paused or dead %v; gating resumed within %v of the restart",
+	figures(t, "gate timeout %v, bound per event with Redis paused or dead %v; the first phase decided wholly by Redis began %v after its restart",
 		gateTimeout, bound, resumed.Round(time.Millisecond))
 }
