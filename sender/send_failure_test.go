@@ -58,11 +58,13 @@ func TestSendTimeoutWhileReadingBody(t *testing.T) {
 		<-release
 	}, nil)
 	t.Cleanup(func() { close(release) })
-	s := newSender(t, b.srv.URL, func(c *sender.Config) { c.Timeout = 200 * time.Millisecond })
+	// The timeout must fire after the headers arrived: 2 s leaves a loaded
+	// machine (-race, the whole suite on 2 cores) time to get them there.
+	s := newSender(t, b.srv.URL, func(c *sender.Config) { c.Timeout = 2 * time.Second })
 
 	res := s.Send(t.Context(), testRequest())
-	if res.Outcome != sender.Retryable || res.Status != 200 || res.Error != "timeout after 200ms" {
-		t.Fatalf("Send = %+v, want retryable status 200 \"timeout after 200ms\"", res)
+	if res.Outcome != sender.Retryable || res.Status != 200 || res.Error != "timeout after 2s" {
+		t.Fatalf("Send = %+v, want retryable status 200 \"timeout after 2s\"", res)
 	}
 }
 

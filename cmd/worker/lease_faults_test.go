@@ -109,9 +109,9 @@ func TestSIGSTOPPastLeaseIsFenced(t *testing.T) {
 	waitfor.True(t, 30*time.Second, "the thawed worker's outcomes refused by the fence", func() bool {
 		return metricValue(t, frozenBase, "fluxora_webhook_leases_lost_total") == 5
 	})
-	if !strings.Contains(frozen.logs.String(), "lease lost") {
-		t.Fatalf("no log line for the lost leases:\n%s", frozen.logs.String())
-	}
+	waitfor.True(t, 10*time.Second, "a log line for the lost leases", func() bool {
+		return strings.Count(frozen.logs.String(), "lease lost") == 5
+	})
 	// Each event is recorded once: five processed rows, no retry row, no
 	// dead letter, whatever the thawed worker's attempts ended as.
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox"); n != 5 {
