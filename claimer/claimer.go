@@ -37,7 +37,11 @@ const LeaseDefault = 30 * time.Second
 // claimSQL walks the partial index webhook_outbox_pending_idx in the
 // documented order, skipping rows another worker holds (a live lease, or
 // the row lock of a claim in progress). reclaimed is true for a row whose
-// previous lease expired without an outcome or a release.
+// previous lease expired without an outcome or a release. The redundant
+// "id = ANY(ARRAY(…))" gives the planner an index condition on the primary
+// key: without it, the generic plan of the prepared statement (which
+// assumes LIMIT $1 is a tenth of the pending rows) joins through a
+// sequential scan of the whole table, processed rows included.
 const claimSQL = `WITH due AS (
   SELECT id, lease_token IS NOT NULL AS reclaimed
   FROM webhook_outbox
@@ -50,7 +54,7 @@ UPDATE webhook_outbox o
 SET locked_until = now() + $2 * interval '1 millisecond', lease_token = gen_random_uuid(),
     reclaims = o.reclaims + due.reclaimed::int
 FROM due
-WHERE o.id = due.id
+WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.id = due.id
 RETURNING o.id, o.lease_token, o.delivery_id::text, o.event_type, o.payload::text, o.attempt, o.created_at, due.reclaimed`
 
 // nextDueSQL gives the milliseconds, by the database clock, until the

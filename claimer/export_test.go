@@ -1,4 +1,7 @@
 package claimer
 
-// ClaimSQL is the claim statement, for the plan test.
-const ClaimSQL = claimSQL
+// The statements, for the plan tests.
+const (
+	ClaimSQL  = claimSQL
+	RecordSQL = recordSQL
+)

@@ -47,19 +47,20 @@ type Outcome struct {
 // touch only rows still held under the outcome's token (the fence); the
 // retry rows and dead letters come from marked, so they exist exactly for
 // the rows marked. The new attempt copies the event from the row, so the
-// payload does not travel back to the server.
+// payload does not travel back to the server. "o.id = ANY($1)" keeps every
+// plan on the primary key, whatever the planner guesses of unnest.
 const recordSQL = `WITH r AS (
   SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::text[])
     AS r(id, token, kind, attempt, delay_ms, status, error)
 ), released AS (
   UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
   FROM r
-  WHERE r.kind = 5 AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind = 5 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
 ), marked AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
-  WHERE r.kind <> 5 AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind <> 5 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, r.kind, r.attempt, r.delay_ms, r.status, r.error
 ), requeued AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at)
