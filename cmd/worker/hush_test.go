@@ -60,9 +60,11 @@ func TestBusyWorkerHushesProducers(t *testing.T) {
 	before := metricValue(t, base, "fluxora_webhook_notifications_received_total")
 	db.Insert(t, "lone", `{}`)
 	waitProcessed(t, db, inserted+1, 5*time.Second) // the poll is 60 s
-	if after := metricValue(t, base, "fluxora_webhook_notifications_received_total"); after <= before {
-		t.Fatalf("the lone event was not notified (notifications %v -> %v)", before, after)
-	}
+	// The once-a-second sweep may claim the event first on a loaded
+	// machine; what matters is that its NOTIFY was sent and received.
+	waitfor.True(t, 5*time.Second, "the lone event notified", func() bool {
+		return metricValue(t, base, "fluxora_webhook_notifications_received_total") > before
+	})
 	if n := len(c.byID()); n != inserted+1 {
 		t.Fatalf("delivered %d distinct events, want %d", n, inserted+1)
 	}
