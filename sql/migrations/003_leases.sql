@@ -18,3 +18,9 @@ ALTER TABLE webhook_outbox
     ADD COLUMN IF NOT EXISTS locked_until timestamptz,
     ADD COLUMN IF NOT EXISTS lease_token  uuid,
     ADD COLUMN IF NOT EXISTS reclaims     integer NOT NULL DEFAULT 0;
+
+-- A claim rewrites its row (locked_until, lease_token), and so does the
+-- outcome. Room on each page lets the claim's new row version stay on the
+-- same page as a HOT update, which adds no index entry; catalog-only, it
+-- applies to pages written from now on.
+ALTER TABLE webhook_outbox SET (fillfactor = 70);
