@@ -79,21 +79,21 @@ func TestRetryRateLimitAcrossTwoWorkers(t *testing.T) {
 		}
 	}
 	sort.Slice(retries, func(i, j int) bool { return retries[i].Before(retries[j]) })
-	// Within any 750 ms (the 1 s window, less up to 250 ms of jitter
+	// Within any 500 ms (the 1 s window, less up to 500 ms of jitter
 	// between a check in Redis and the request's receipt on a loaded
 	// machine) at most 4 retries; over the whole span, allowing the same
 	// jitter, at most 4 per started second of the checks' span.
-	const jitter = 250 * time.Millisecond
+	const jitter = 500 * time.Millisecond
 	if span := retries[len(retries)-1].Sub(retries[0]); len(retries) > 4*(int((span+jitter)/time.Second)+1) {
 		t.Fatalf("%d retries in %v; the limit is 4/s", len(retries), span)
 	}
 	for i := range retries {
 		n := 0
-		for j := i; j >= 0 && retries[i].Sub(retries[j]) < 750*time.Millisecond; j-- {
+		for j := i; j >= 0 && retries[i].Sub(retries[j]) < time.Second-jitter; j-- {
 			n++
 		}
 		if n > 4 {
-			t.Fatalf("%d retries within 750 ms ending at #%d; the limit is 4/s", n, i)
+			t.Fatalf("%d retries within %v ending at #%d; the limit is 4/s", n, time.Second-jitter, i)
 		}
 	}
 	if len(retries) < 8 {
@@ -121,7 +121,7 @@ func TestCircuitBreakerStopsTrafficThenProbes(t *testing.T) {
 	env := baseEnv(db, c, map[string]string{
 		"REDIS_URL": testRedisURL(t, c), "WEBHOOK_CIRCUIT_BREAKER_THRESHOLD": "3",
 		"WEBHOOK_GATE_TIMEOUT_MS":          loadedGateTimeout,
-		"WEBHOOK_CIRCUIT_BREAKER_RESET_MS": "700", "WEBHOOK_MAX_ATTEMPTS": "1000",
+		"WEBHOOK_CIRCUIT_BREAKER_RESET_MS": "1500", "WEBHOOK_MAX_ATTEMPTS": "1000",
 		"WEBHOOK_BACKOFF_BASE_MS": "10", "WEBHOOK_BACKOFF_MAX_MS": "20",
 	})
 	startProcess(t, env)
@@ -131,8 +131,11 @@ func TestCircuitBreakerStopsTrafficThenProbes(t *testing.T) {
 	opened := c.deliveries()[2].At
 	waitfor.True(t, 20*time.Second, "the half-open probe", func() bool { return len(c.deliveries()) >= 4 })
 	got := c.deliveries()
-	if gap := got[3].At.Sub(opened); gap < 600*time.Millisecond {
-		t.Fatalf("a request %v after the circuit opened; want none for 700 ms", gap)
+	// The gaps are measured at the consumer, where a loaded machine adds
+	// jitter to each receipt: 1 s of the 1.5 s reset must show.
+	const minGap = time.Second
+	if gap := got[3].At.Sub(opened); gap < minGap {
+		t.Fatalf("a request %v after the circuit opened; want none for 1.5 s", gap)
 	}
 	healthy.Store(true)
 	waitfor.True(t, 20*time.Second, "delivered after a successful probe", func() bool {
@@ -142,7 +145,7 @@ func TestCircuitBreakerStopsTrafficThenProbes(t *testing.T) {
 	// requests closer than the reset period: at most one probe at a time.
 	got = c.deliveries()
 	for i := 3; i < len(got); i++ {
-		if gap := got[i].At.Sub(got[i-1].At); gap < 600*time.Millisecond {
+		if gap := got[i].At.Sub(got[i-1].At); gap < minGap {
 			t.Fatalf("requests %d and %d only %v apart while the circuit was open or half-open", i-1, i, gap)
 		}
 	}
