@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,19 +22,14 @@ func firstHeld(t *testing.T, n int64) (*consumer, func()) {
 	t.Helper()
 	ch := make(chan struct{})
 	var seen atomic.Int64
-	released := false
+	var once sync.Once
+	release := func() { once.Do(func() { close(ch) }) }
 	c := newConsumer(t, func(delivery) int {
 		if seen.Add(1) <= n {
 			<-ch
 		}
 		return http.StatusOK
 	})
-	release := func() {
-		if !released {
-			released = true
-			close(ch)
-		}
-	}
 	t.Cleanup(release) // before the server's Close, which waits for handlers
 	return c, release
 }

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -27,12 +27,7 @@ func insertTx(t *testing.T, db *testdb.DB, n int) {
 
 // holdingConsumer answers nothing until release is called.
 func holdingConsumer(t *testing.T) (*consumer, func()) {
-	ch := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(ch) }) }
-	c := newConsumer(t, func(delivery) int { <-ch; return http.StatusOK })
-	t.Cleanup(release) // before the server's Close, which waits for handlers
-	return c, release
+	return firstHeld(t, math.MaxInt64)
 }
 
 func waitArrivals(t *testing.T, c *consumer, n int) {

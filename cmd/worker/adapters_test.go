@@ -1,0 +1,27 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/fluxora/webhook-worker/claimer"
+	"github.com/fluxora/webhook-worker/dispatcher"
+)
+
+// store.Record converts the dispatcher's kinds to the claimer's by value.
+func TestOutcomeKindsMatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d dispatcher.Kind
+		c claimer.Kind
+	}{
+		{dispatcher.Done, claimer.Done},
+		{dispatcher.Retry, claimer.Retry},
+		{dispatcher.Defer, claimer.Defer},
+		{dispatcher.Dead, claimer.Dead},
+		{dispatcher.Release, claimer.Release},
+	} {
+		if claimer.Kind(tc.d) != tc.c {
+			t.Errorf("dispatcher kind %v is claimer kind %d, want %d", tc.d, claimer.Kind(tc.d), tc.c)
+		}
+	}
+}
