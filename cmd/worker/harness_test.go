@@ -147,7 +147,12 @@ func startInProcess(t testing.TB, env map[string]string) *inProcess {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &inProcess{cancel: cancel, done: make(chan int, 1), logs: &syncBuffer{}}
 	go func() { w.done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, w.logs) }()
-	t.Cleanup(func() { w.stop(t) })
+	t.Cleanup(func() {
+		w.stop(t)
+		if t.Failed() {
+			t.Logf("in-process worker logs:\n%s", w.logs.String())
+		}
+	})
 	return w
 }
 

@@ -55,6 +55,13 @@ func TestBusyWorkerHushesProducers(t *testing.T) {
 	wg.Wait()
 	waitProcessed(t, db, inserted, 30*time.Second)
 	waitfor.True(t, 10*time.Second, "hush released once the stream stops", func() bool { return !hushed() })
+	// The gauge drops when the worker lets go; if it let go by closing its
+	// session, the server frees the lock a moment later. Producers notify
+	// only once it is free.
+	waitfor.True(t, 10*time.Second, "notifier lock free on the server", func() bool {
+		return db.Count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 1 AND objsubid = 2
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) == 0
+	})
 
 	// Released: a lone event reaches the consumer through its NOTIFY.
 	before := metricValue(t, base, "fluxora_webhook_notifications_received_total")

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +88,9 @@ func TestSIGSTOPPastLeaseIsFenced(t *testing.T) {
 	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The signal is delivered asynchronously: release the requests only
+	// once the process is stopped, or it may still read a response.
+	waitfor.True(t, 10*time.Second, "worker stopped", func() bool { return processState(frozen.cmd.Process.Pid) == 'T' })
 	thawed := false
 	thaw := func() {
 		if !thawed {
@@ -178,4 +183,19 @@ func TestSIGTERMReleasesRowsNotStarted(t *testing.T) {
 	figures(t, "SIGTERM with 5 rows claimed, not sent: released, exit 0 after %v; next worker delivered them in %v (lease %v), 0 duplicates",
 		exited.Round(time.Millisecond), time.Since(started).Round(time.Millisecond),
 		leaseFor(config{Timeout: 10 * time.Second, GateTimeout: 10 * time.Second, RedisURL: "x"}))
+}
+
+// processState is the state letter of pid in /proc/PID/stat ('T' stopped),
+// or 0 when it cannot be read.
+func processState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
