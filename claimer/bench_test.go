@@ -16,7 +16,7 @@ import (
 func BenchmarkClaimRecord(b *testing.B) {
 	const batch = 10
 	db := testdb.New(b)
-	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: batch})
+	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: batch, EnvEndpoint: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,7 +30,8 @@ func BenchmarkClaimRecord(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		rows, err := c.Claim(ctx, batch)
+		got, err := c.Claim(ctx, claimer.Query{Limit: batch})
+		rows := got.Rows
 		if err != nil || len(rows) != batch {
 			b.Fatalf("claim: %v (%d rows)", err, len(rows))
 		}

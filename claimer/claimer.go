@@ -36,26 +36,64 @@ const LeaseDefault = 30 * time.Second
 
 // claimSQL walks the partial index webhook_outbox_pending_idx in the
 // documented order, skipping rows another worker holds (a live lease, or
-// the row lock of a claim in progress). reclaimed is true for a row whose
-// previous lease expired without an outcome or a release. The redundant
-// "id = ANY(ARRAY(…))" gives the planner an index condition on the primary
-// key: without it, the generic plan of the prepared statement (which
-// assumes LIMIT $1 is a tenth of the pending rows) joins through a
-// sequential scan of the whole table, processed rows included.
+// the row lock of a claim in progress) and rows of the endpoints this worker
+// has at their concurrency cap ($3, and $4 for the WEBHOOK_URL endpoint).
+// reclaimed is true for a row whose previous lease expired without an
+// outcome or a release. The redundant "id = ANY(ARRAY(…))" gives the
+// planner an index condition on the primary key: without it, the generic
+// plan of the prepared statement (which assumes LIMIT $1 is a tenth of the
+// pending rows) joins through a sequential scan of the whole table,
+// processed rows included.
+//
+// Fan-out, in the same statement: an event row (endpoint_id NULL, fanout
+// NULL) gets one delivery row per enabled endpoint subscribed to its type,
+// due at once with the event's created_at, and a delivery id derived from
+// the event's and the endpoint's; its fanout becomes the number of
+// deliveries made. With a WEBHOOK_URL endpoint ($5) the event row itself is
+// that endpoint's delivery, leased and returned; without one it is marked
+// processed (fanout 0: unrouted). All of it commits together or not at
+// all, so an event is never fanned out twice or half.
 const claimSQL = `WITH due AS (
-  SELECT id, lease_token IS NOT NULL AS reclaimed
+  SELECT id, endpoint_id, lease_token IS NOT NULL AS reclaimed, (endpoint_id IS NULL AND fanout IS NULL) AS fan
   FROM webhook_outbox
   WHERE processed = false AND created_at <= now() AND (locked_until IS NULL OR locked_until <= now())
+    AND (endpoint_id IS NULL OR endpoint_id <> ALL($3::uuid[]))
+    AND NOT ($4::boolean AND endpoint_id IS NULL AND fanout IS NOT NULL)
   ORDER BY created_at, id
   LIMIT $1
   FOR UPDATE SKIP LOCKED
+), events AS (
+  SELECT o.id, o.delivery_id, o.event_type, o.payload, o.created_at
+  FROM webhook_outbox o JOIN due ON o.id = due.id
+  WHERE due.fan AND o.id = ANY(ARRAY(SELECT id FROM due WHERE fan))
+), targets AS (
+  SELECT ev.id AS event_id, ev.delivery_id, ev.event_type, ev.payload, ev.created_at, e.id AS endpoint_id
+  FROM events ev JOIN webhook_endpoints e
+    ON e.enabled AND (cardinality(e.event_types) = 0 OR ev.event_type = ANY(e.event_types))
+), fanned AS (
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id)
+  SELECT md5(delivery_id::text || '/' || endpoint_id::text)::uuid, event_type, payload, created_at, endpoint_id
+  FROM targets
+), counts AS (
+  SELECT event_id, count(*)::int AS n FROM targets GROUP BY event_id
 )
 UPDATE webhook_outbox o
-SET locked_until = now() + $2 * interval '1 millisecond', lease_token = gen_random_uuid(),
-    reclaims = o.reclaims + due.reclaimed::int
+SET locked_until = CASE WHEN due.fan AND NOT $5::boolean THEN NULL ELSE now() + $2 * interval '1 millisecond' END,
+    lease_token = CASE WHEN due.fan AND NOT $5::boolean THEN NULL ELSE gen_random_uuid() END,
+    reclaims = o.reclaims + due.reclaimed::int,
+    fanout = CASE WHEN due.fan THEN coalesce(counts.n, 0) + $5::boolean::int ELSE o.fanout END,
+    processed = due.fan AND NOT $5::boolean,
+    processed_at = CASE WHEN due.fan AND NOT $5::boolean THEN now() END
 FROM due
+  LEFT JOIN counts ON counts.event_id = due.id
+  LEFT JOIN webhook_endpoints e ON e.id = due.endpoint_id
 WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.id = due.id
-RETURNING o.id, o.lease_token, o.delivery_id::text, o.event_type, o.payload::text, o.attempt, o.created_at, due.reclaimed`
+RETURNING o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
+  o.event_type, CASE WHEN o.processed THEN NULL ELSE o.payload::text END, o.attempt, o.created_at, due.reclaimed,
+  coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
+  coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
+  o.processed, due.fan, coalesce(o.fanout, 0),
+  (SELECT count(*) FROM webhook_endpoints WHERE enabled)`
 
 // nextDueSQL gives the milliseconds, by the database clock, until the
 // earliest pending row that is not yet due (NULL when there is none).
@@ -76,6 +114,10 @@ type Config struct {
 	// (the request timeout plus the gates plus a margin). Defaults to
 	// LeaseDefault (30s).
 	Lease time.Duration
+	// EnvEndpoint says the worker delivers to a WEBHOOK_URL endpoint: an
+	// event's own row is then that endpoint's delivery. Without it, an
+	// event is only fanned out to the endpoints of webhook_endpoints.
+	EnvEndpoint bool
 }
 
 // Claimer claims batches of due rows and records their outcomes.
@@ -83,6 +125,7 @@ type Claimer struct {
 	pool      *pgxpool.Pool
 	batchSize int
 	leaseMS   int64
+	env       bool
 }
 
 // New returns a Claimer or an error naming the bad field.
@@ -100,6 +143,7 @@ func New(cfg Config) (*Claimer, error) {
 		pool:      cfg.Pool,
 		batchSize: cmp.Or(cfg.BatchSize, BatchSizeDefault),
 		leaseMS:   cmp.Or(cfg.Lease, LeaseDefault).Milliseconds(),
+		env:       cfg.EnvEndpoint,
 	}, nil
 }
 
@@ -107,44 +151,106 @@ func New(cfg Config) (*Claimer, error) {
 // converts to any struct of the same shape.
 type Token = [16]byte
 
-// Row is one claimed outbox row, held under a lease.
+// Row is one claimed outbox row, held under a lease: one delivery of an
+// event to one endpoint.
 type Row struct {
 	ID         int64
 	Token      Token  // the lease; Record needs it back
-	DeliveryID string // uuid text; the same on every attempt of an event
+	DeliveryID string // uuid text; the same on every attempt of a delivery
 	EventType  string
 	Payload    []byte // the JSON text, sent as the body byte for byte
 	Attempt    int    // 1 for the first attempt
 	CreatedAt  time.Time
 	Reclaimed  bool // its previous lease expired without an outcome
+
+	// EndpointID is the uuid text of the row's endpoint in
+	// webhook_endpoints; "" for the WEBHOOK_URL endpoint. The other
+	// Endpoint fields are read from webhook_endpoints in the claim itself,
+	// so a change is seen by the next claim.
+	EndpointID     string
+	EndpointName   string
+	URL            string
+	Secret         string
+	Enabled        bool
+	DisabledReason string
+	RetryRPS       int // 0: WEBHOOK_RETRY_RPS
 }
 
-// Claim leases up to limit due rows (at most BatchSize; limit <= 0 means
-// BatchSize), oldest first, in one statement and one round trip. It returns
-// no rows and no error when nothing is due.
-func (c *Claimer) Claim(ctx context.Context, limit int) ([]Row, error) {
+// Query is what one Claim takes.
+type Query struct {
+	// Limit is the most rows; <= 0 or over BatchSize means BatchSize.
+	Limit int
+	// Skip lists endpoints (uuid text) whose rows the claim leaves alone:
+	// those at their concurrency cap in this worker.
+	Skip []string
+	// SkipEnv leaves the WEBHOOK_URL endpoint's deliveries alone. Events
+	// still in want of fan-out are claimed anyway.
+	SkipEnv bool
+}
+
+// Batch is what one Claim returns.
+type Batch struct {
+	// Rows are the deliveries leased to the caller, oldest first.
+	Rows []Row
+	// FannedOut is how many events the claim fanned out; Deliveries how
+	// many endpoint delivery rows that made. Those rows are due at once and
+	// were not claimed by this call.
+	FannedOut, Deliveries int
+	// Unrouted lists the event types of events the claim found no endpoint
+	// for: they are recorded processed with fanout 0.
+	Unrouted []string
+	// Endpoints is the number of enabled endpoints in webhook_endpoints at
+	// the claim (0 when nothing was claimed).
+	Endpoints int
+}
+
+// Claim leases due rows (see Query), fanning out the events among them, in
+// one statement and one round trip. It returns an empty Batch and no error
+// when nothing is due.
+func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
+	limit := q.Limit
 	if limit <= 0 || limit > c.batchSize {
 		limit = c.batchSize
 	}
-	rows, err := c.pool.Query(ctx, claimSQL, limit, c.leaseMS)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+	skip := q.Skip
+	if skip == nil {
+		skip = []string{}
 	}
-	var out []Row
+	rows, err := c.pool.Query(ctx, claimSQL, limit, c.leaseMS, skip, q.SkipEnv, c.env)
+	if err != nil {
+		return Batch{}, fmt.Errorf("claim: %w", err)
+	}
+	var b Batch
 	var r Row
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Attempt, &r.CreatedAt, &r.Reclaimed}, func() error {
-		out = append(out, r)
+	var processed, fan bool
+	var fanout int
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Attempt, &r.CreatedAt, &r.Reclaimed,
+		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
+		&processed, &fan, &fanout, &b.Endpoints}, func() error {
+		if fan {
+			b.FannedOut++
+			b.Deliveries += fanout
+			if c.env {
+				b.Deliveries-- // the event row itself
+			}
+			if fanout == 0 {
+				b.Unrouted = append(b.Unrouted, r.EventType)
+			}
+		}
+		if !processed {
+			b.Rows = append(b.Rows, r)
+		}
 		r.Payload = nil // the next row scans into a fresh slice
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return Batch{}, fmt.Errorf("claim: %w", err)
 	}
 	// UPDATE … RETURNING has no order of its own.
-	slices.SortFunc(out, func(a, b Row) int {
+	slices.SortFunc(b.Rows, func(a, b Row) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
-	return out, nil
+	return b, nil
 }
 
 // NextDue returns how long, by the database clock, until the earliest

@@ -13,7 +13,7 @@ import (
 func setup(t *testing.T, batch int, lease time.Duration) (*claimer.Claimer, *testdb.DB) {
 	t.Helper()
 	db := testdb.New(t)
-	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: batch, Lease: lease})
+	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: batch, Lease: lease, EnvEndpoint: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +33,11 @@ func TestNewValidates(t *testing.T) {
 
 func claim(t *testing.T, c *claimer.Claimer, limit int) []claimer.Row {
 	t.Helper()
-	rows, err := c.Claim(context.Background(), limit)
+	b, err := c.Claim(context.Background(), claimer.Query{Limit: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rows
+	return b.Rows
 }
 
 func record(t *testing.T, c *claimer.Claimer, outcomes ...claimer.Outcome) []bool {
@@ -130,7 +130,7 @@ func TestClaim(t *testing.T) {
 		}
 		out := make(chan res, 4)
 		for range 4 {
-			go func() { r, err := c.Claim(ctx, 0); out <- res{r, err} }()
+			go func() { b, err := c.Claim(ctx, claimer.Query{}); out <- res{b.Rows, err} }()
 		}
 		seen := map[int64]bool{}
 		for range 4 {

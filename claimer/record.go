@@ -39,19 +39,41 @@ type Outcome struct {
 	Delay time.Duration
 	// Status is the last HTTP status (Dead); 0 is stored as NULL.
 	Status int
-	// Error is the last error text (Dead).
+	// Error is the last error text (Dead; for Retry it feeds the
+	// endpoint's health).
 	Error string
+	// Health is what the attempt says of the row's endpoint: NoAttempt,
+	// Healthy or Failing. Only webhook_endpoints rows are updated, and only
+	// on a change, so a steady stream writes nothing there.
+	Health Health
 }
+
+// Health is what an attempt says of its endpoint.
+type Health int
+
+// The values of Outcome.Health.
+const (
+	// NoAttempt: nothing was sent (deferred, released, refused).
+	NoAttempt Health = iota
+	// Healthy: the endpoint answered 2xx; it is failing no longer.
+	Healthy
+	// Failing: the attempt failed; the endpoint's run of failures goes on
+	// (webhook_endpoints.failing_since, last_error).
+	Failing
+)
 
 // recordSQL writes every outcome in one statement. released and marked
 // touch only rows still held under the outcome's token (the fence); the
 // retry rows and dead letters come from marked, so they exist exactly for
-// the rows marked. The new attempt copies the event from the row, so the
-// payload does not travel back to the server. "o.id = ANY($1)" keeps every
-// plan on the primary key, whatever the planner guesses of unnest.
+// the rows marked. The new attempt copies the event and its endpoint from
+// the row, so the payload does not travel back to the server. "o.id =
+// ANY($1)" keeps every plan on the primary key, whatever the planner
+// guesses of unnest. health updates an endpoint's failure run only when it
+// changes (and its last error at most once a second), so that a steady
+// stream of outcomes does not write, nor queue on, the endpoint's row.
 const recordSQL = `WITH r AS (
-  SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::text[])
-    AS r(id, token, kind, attempt, delay_ms, status, error)
+  SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::text[], $8::int[])
+    AS r(id, token, kind, attempt, delay_ms, status, error, health)
 ), released AS (
   UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
   FROM r
@@ -61,15 +83,31 @@ const recordSQL = `WITH r AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
   WHERE r.kind <> 5 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
-  RETURNING o.id, o.delivery_id, o.event_type, o.payload, r.kind, r.attempt, r.delay_ms, r.status, r.error
+  RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout,
+    r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health
 ), requeued AS (
-  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at)
-  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond'
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout)
+  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout
   FROM marked WHERE kind IN (2, 3)
 ), dead AS (
-  INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_status, last_error)
-  SELECT delivery_id, event_type, payload, attempt, NULLIF(status, 0), error
+  INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_status, last_error, endpoint_id)
+  SELECT delivery_id, event_type, payload, attempt, NULLIF(status, 0), error, endpoint_id
   FROM marked WHERE kind = 4
+), health AS (
+  SELECT endpoint_id, bool_or(health = 1) AS ok,
+    max(error) FILTER (WHERE health = 2) AS error, max(NULLIF(status, 0)) FILTER (WHERE health = 2) AS status
+  FROM marked WHERE endpoint_id IS NOT NULL AND health > 0
+  GROUP BY endpoint_id
+), endpoints AS (
+  UPDATE webhook_endpoints e
+  SET failing_since = CASE WHEN h.ok THEN NULL ELSE coalesce(e.failing_since, now()) END,
+      last_error = CASE WHEN h.ok THEN e.last_error ELSE h.error END,
+      last_status = CASE WHEN h.ok THEN e.last_status ELSE h.status END,
+      last_error_at = CASE WHEN h.ok THEN e.last_error_at ELSE now() END
+  FROM health h
+  WHERE e.id = h.endpoint_id
+    AND CASE WHEN h.ok THEN e.failing_since IS NOT NULL
+        ELSE e.failing_since IS NULL OR e.last_error_at IS NULL OR e.last_error_at < now() - interval '1 second' END
 )
 SELECT id FROM marked UNION ALL SELECT id FROM released`
 
@@ -83,12 +121,13 @@ func (c *Claimer) Record(ctx context.Context, outcomes []Outcome) (written []boo
 	n := len(outcomes)
 	ids, tokens := make([]int64, n), make([]Token, n)
 	kinds, attempts, status := make([]int32, n), make([]int32, n), make([]int32, n)
-	delays, errs := make([]int64, n), make([]string, n)
+	delays, errs, health := make([]int64, n), make([]string, n), make([]int32, n)
 	for i, o := range outcomes {
 		ids[i], tokens[i], kinds[i] = o.ID, o.Token, int32(o.Kind)
 		attempts[i], delays[i], status[i], errs[i] = int32(o.Attempt), o.Delay.Milliseconds(), int32(o.Status), o.Error
+		health[i] = int32(o.Health)
 	}
-	rows, err := c.pool.Query(ctx, recordSQL, ids, tokens, kinds, attempts, delays, status, errs)
+	rows, err := c.pool.Query(ctx, recordSQL, ids, tokens, kinds, attempts, delays, status, errs, health)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}

@@ -26,6 +26,8 @@ var flushRetryDelays = [...]time.Duration{50 * time.Millisecond, 200 * time.Mill
 type done struct {
 	row     Row
 	outcome Outcome
+	label   string // the row's endpoint metric label
+	capped  bool   // released because its endpoint was at its cap
 }
 
 // completer batches outcomes and writes them through the Store. Its run
@@ -121,11 +123,11 @@ func (c *completer) written(batch []done, written []bool) {
 		if !written[i] {
 			c.m.leasesLost.Inc()
 			c.log.Warn("dispatcher: lease lost; outcome not recorded: the row's lease expired and another worker took it over",
-				"delivery_id", d.row.DeliveryID, "event", d.row.EventType, "attempt", d.row.Attempt, "outcome", d.outcome.Kind.String())
+				"delivery_id", d.row.DeliveryID, "event", d.row.EventType, "endpoint", d.label, "attempt", d.row.Attempt, "outcome", d.outcome.Kind.String())
 			continue
 		}
-		c.m.recorded(d.outcome.Kind, now.Sub(d.row.CreatedAt))
-		if d.outcome.Kind == Release {
+		c.m.recorded(d.label, d.outcome.Kind, now.Sub(d.row.CreatedAt))
+		if d.outcome.Kind == Release && !d.capped {
 			released++
 		}
 		if k := d.outcome.Kind; (k == Retry || k == Defer) && (!hasNext || d.outcome.Delay < next) {

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -11,7 +12,13 @@ import (
 // it. stop ends at SIGTERM; work bounds the attempt and outlives stop by
 // the shutdown timeout.
 func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
-	dec, ok := d.check(stop, r.Attempt)
+	if r.EndpointID != "" && !r.Enabled {
+		// Disabled after the row was made: dead-lettered with the reason,
+		// so that enabling the endpoint and replaying recovers it.
+		return Outcome{ID: r.ID, Token: r.Token, Kind: Dead, Attempt: r.Attempt - 1,
+			Error: fmt.Sprintf("endpoint %s disabled: %s", r.EndpointName, r.DisabledReason)}
+	}
+	dec, ok := d.check(stop, r)
 	if !ok {
 		return release(r)
 	}
@@ -24,18 +31,45 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 		// and the next worker takes the row at once.
 		return release(r)
 	}
-	d.gate.Record(work, res.Class, dec.Probe)
-	d.m.attempt(res)
+	d.gate.Record(work, r, res.Class, dec.Probe)
+	d.m.attempt(d.label(r), res)
 	o := d.decide(r, res)
 	d.logAttempt(r, res, o)
+	if res.Status == http.StatusGone && r.EndpointID != "" {
+		d.gone(work, r)
+	}
 	return o
+}
+
+// gone disables an endpoint that answered 410 Gone: its pending deliveries
+// move to the dead-letter table, to be replayed once it is enabled again.
+func (d *Dispatcher) gone(ctx context.Context, r Row) {
+	if d.off == nil {
+		return
+	}
+	moved, err := d.off.Disable(ctx, r.EndpointID, "410 Gone")
+	if err != nil {
+		d.log.Error("dispatcher: endpoint answered 410 Gone; disabling it failed", "endpoint", r.EndpointName, "error", err)
+		return
+	}
+	d.m.disabled.WithLabelValues("gone").Inc()
+	d.log.Warn("dispatcher: endpoint answered 410 Gone; disabled, its pending deliveries dead-lettered",
+		"endpoint", r.EndpointName, "dead_lettered", moved)
+}
+
+// label is the endpoint metric label of r.
+func (d *Dispatcher) label(r Row) string {
+	if r.EndpointID == "" {
+		return DefaultEndpointName
+	}
+	return r.EndpointName
 }
 
 // check asks the gate about an attempt; ok is false when the worker is
 // stopping, before or during the check: the row is then released, not
 // attempted. A check stuck on a frozen Redis is not waited for (its call
 // ends by the gate's own timeout, or when the client is closed).
-func (d *Dispatcher) check(stop context.Context, attempt int) (dec Decision, ok bool) {
+func (d *Dispatcher) check(stop context.Context, r Row) (dec Decision, ok bool) {
 	if stop.Err() != nil {
 		return dec, false
 	}
@@ -43,7 +77,7 @@ func (d *Dispatcher) check(stop context.Context, attempt int) (dec Decision, ok 
 		return Decision{Allow: true}, true
 	}
 	verdict := make(chan Decision, 1)
-	go func() { verdict <- d.gate.Check(stop, attempt) }()
+	go func() { verdict <- d.gate.Check(stop, r) }()
 	select {
 	case dec = <-verdict:
 		return dec, stop.Err() == nil
@@ -55,10 +89,10 @@ func (d *Dispatcher) check(stop context.Context, attempt int) (dec Decision, ok 
 func release(r Row) Outcome { return Outcome{ID: r.ID, Token: r.Token, Kind: Release} }
 
 func (d *Dispatcher) decide(r Row, res Result) Outcome {
-	o := Outcome{ID: r.ID, Token: r.Token}
+	o := Outcome{ID: r.ID, Token: r.Token, Health: Failing, Status: res.Status, Error: res.Error}
 	switch {
 	case res.Class == Delivered:
-		o.Kind = Done
+		o.Kind, o.Health = Done, Healthy
 	case res.Class == Permanent:
 		o.Kind, o.Attempt, o.Status, o.Error = Dead, r.Attempt, res.Status, res.Error
 	case r.Attempt >= d.cfg.MaxAttempts:
@@ -72,7 +106,7 @@ func (d *Dispatcher) decide(r Row, res Result) Outcome {
 }
 
 func (d *Dispatcher) logAttempt(r Row, res Result, o Outcome) {
-	attrs := []any{"delivery_id", r.DeliveryID, "event", r.EventType, "attempt", r.Attempt,
+	attrs := []any{"delivery_id", r.DeliveryID, "event", r.EventType, "endpoint", d.label(r), "attempt", r.Attempt,
 		"status", res.Status, "duration_ms", res.Duration.Milliseconds()}
 	switch o.Kind {
 	case Done:

@@ -37,6 +37,15 @@ const (
 	BackoffMaxDefault    = time.Hour
 )
 
+// EndpointConcurrencyDefault is Config.EndpointConcurrency's default for a
+// given Concurrency: a quarter of the slots, so that even three endpoints
+// hanging at once leave a quarter to every other endpoint.
+func EndpointConcurrencyDefault(concurrency int) int { return max(1, concurrency/4) }
+
+// DefaultEndpointName is the name of the WEBHOOK_URL endpoint: its
+// x-fluxora-endpoint header and its endpoint metric label.
+const DefaultEndpointName = "default"
+
 // Config configures a Dispatcher.
 type Config struct {
 	// Store claims rows and records outcomes. Required.
@@ -48,6 +57,13 @@ type Config struct {
 	Gate Gate
 	// Hush is told when the worker is busy. Nil: producers always notify.
 	Hush Hush
+	// Disabler disables an endpoint that answered 410 Gone. Nil: such an
+	// endpoint's deliveries are only dead-lettered.
+	Disabler Disabler
+	// EnvEndpoint says there is a WEBHOOK_URL endpoint. Without one its
+	// deliveries (left by another worker, or replayed) stay pending for a
+	// worker that has one.
+	EnvEndpoint bool
 	// Wake receives a value when rows may be due (the listener). Required.
 	Wake <-chan struct{}
 	// Registerer receives the dispatcher's metrics. Required.
@@ -60,6 +76,13 @@ type Config struct {
 	// Concurrency is the number of delivery slots: rows held at once.
 	// Defaults to 100.
 	Concurrency int
+	// EndpointConcurrency is the most rows of one endpoint this worker
+	// holds at once, so that an endpoint that hangs holds at most that many
+	// slots; rows of an endpoint at its cap wait in the table, no attempt
+	// spent. It applies while there is more than one endpoint (the table's
+	// enabled ones, and the WEBHOOK_URL one). Defaults to a quarter of
+	// Concurrency (EndpointConcurrencyDefault), at least 1.
+	EndpointConcurrency int
 	// MaxAttempts before a retryable failure is dead-lettered. Defaults
 	// to 16.
 	MaxAttempts int
@@ -97,13 +120,16 @@ type Dispatcher struct {
 	sender Sender
 	gate   Gate
 	hush   Hush
+	off    Disabler
 	log    *slog.Logger
 	m      *metrics
 	done   *completer
-	freed  chan struct{} // one value per slot given back
+	freed  chan string // the endpoint id of each slot given back
 	wg     sync.WaitGroup
 
-	inflight  int  // slots in use
+	inflight  int            // slots in use
+	held      map[string]int // slots in use by endpoint id ("" WEBHOOK_URL)
+	endpoints int            // enabled endpoints in the table, at the last claim
 	starved   bool // the last drain stopped with rows perhaps left (no slot, cooldown)
 	lastClaim time.Time
 
@@ -134,6 +160,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, ConcurrencyDefault)
+	cfg.EndpointConcurrency = cmp.Or(cfg.EndpointConcurrency, EndpointConcurrencyDefault(cfg.Concurrency))
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, MaxAttemptsDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, SweepIntervalDefault)
@@ -146,8 +173,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg.Now = time.Now
 	}
 	d := &Dispatcher{
-		cfg: cfg, store: cfg.Store, sender: cfg.Sender, gate: cfg.Gate, hush: cfg.Hush,
-		log: cfg.Logger, m: newMetrics(cfg.Registerer), freed: make(chan struct{}, cfg.Concurrency), step: -1,
+		cfg: cfg, store: cfg.Store, sender: cfg.Sender, gate: cfg.Gate, hush: cfg.Hush, off: cfg.Disabler,
+		log: cfg.Logger, m: newMetrics(cfg.Registerer, cfg.EnvEndpoint), freed: make(chan string, cfg.Concurrency), step: -1,
+		held: map[string]int{},
 	}
 	if d.gate == nil {
 		d.gate = openGate{}
@@ -216,8 +244,8 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 			d.drain(ctx, work, false)
 		case after := <-d.done.scheduled:
 			d.armDue(after)
-		case <-d.freed:
-			d.inflight--
+		case id := <-d.freed:
+			d.free(id)
 			if d.starved {
 				d.drain(ctx, work, false)
 			}
@@ -225,10 +253,27 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 	}
 }
 
-// start runs one row on a slot of its own.
-func (d *Dispatcher) start(ctx, work context.Context, r Row) {
+// start runs one row on a slot of its own; a row over its endpoint's cap
+// is only given back.
+func (d *Dispatcher) start(ctx, work context.Context, r Row, overCap bool) {
+	d.inflight++
+	d.held[r.EndpointID]++
 	d.wg.Go(func() {
-		d.done.add(done{row: r, outcome: d.deliver(ctx, work, r)})
-		d.freed <- struct{}{}
+		o := release(r)
+		if overCap {
+			d.m.capWaits.WithLabelValues(d.label(r)).Inc()
+		} else {
+			o = d.deliver(ctx, work, r)
+		}
+		d.done.add(done{row: r, outcome: o, label: d.label(r), capped: overCap})
+		d.freed <- r.EndpointID
 	})
+}
+
+// free gives back the slot of a row of endpoint id.
+func (d *Dispatcher) free(id string) {
+	d.inflight--
+	if d.held[id]--; d.held[id] <= 0 {
+		delete(d.held, id)
+	}
 }

@@ -43,7 +43,7 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		// could still commit on the server, leaving its rows leased to no
 		// one. Claimed rows are always started; if the worker is stopping
 		// by then, they are released at once.
-		rows, err := d.store.Claim(work, limit)
+		b, err := d.store.Claim(work, d.query(limit))
 		d.lastClaim = d.cfg.Now()
 		d.sweep.Reset(d.cfg.SweepInterval)
 		if err != nil {
@@ -56,12 +56,14 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 			return
 		}
 		claims++
-		if len(rows) == 0 {
+		d.fannedOut(b)
+		if len(b.Rows) == 0 && b.Deliveries == 0 {
 			break
 		}
-		d.claimed(ctx, work, rows)
-		claimed += len(rows)
-		if len(rows) < limit {
+		d.claimed(ctx, work, b.Rows)
+		claimed += len(b.Rows)
+		// A fan-out just made rows that are due now: claim them at once.
+		if len(b.Rows) < limit && b.Deliveries == 0 {
 			break
 		}
 	}
@@ -80,26 +82,84 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 func (d *Dispatcher) collectFreed() {
 	for {
 		select {
-		case <-d.freed:
-			d.inflight--
+		case id := <-d.freed:
+			d.free(id)
 		default:
 			return
 		}
 	}
 }
 
-// claimed starts a slot for each row.
+// query is the next claim: at most limit rows, none of the endpoints this
+// worker holds at their cap.
+func (d *Dispatcher) query(limit int) Query {
+	q := Query{Limit: limit, SkipEnv: !d.cfg.EnvEndpoint}
+	if !d.capping() {
+		return q
+	}
+	for id, n := range d.held {
+		if n < d.cfg.EndpointConcurrency {
+			continue
+		}
+		if id == "" {
+			q.SkipEnv = true
+		} else {
+			q.Skip = append(q.Skip, id)
+		}
+	}
+	return q
+}
+
+// capping reports whether the per-endpoint cap applies: there is more than
+// one endpoint.
+func (d *Dispatcher) capping() bool {
+	n := d.endpoints
+	if d.cfg.EnvEndpoint {
+		n++
+	}
+	return n > 1
+}
+
+// fannedOut counts what a claim fanned out.
+func (d *Dispatcher) fannedOut(b Batch) {
+	if len(b.Rows) > 0 || b.FannedOut > 0 {
+		d.endpoints = b.Endpoints
+	}
+	if b.FannedOut > 0 {
+		d.m.fannedOut.Add(float64(b.FannedOut))
+	}
+	if len(b.Unrouted) > 0 {
+		d.m.unrouted.Add(float64(len(b.Unrouted)))
+		d.log.Warn("dispatcher: events with no endpoint recorded as unrouted (no WEBHOOK_URL, no enabled endpoint subscribed to their type)",
+			"events", len(b.Unrouted), "event_types", uniq(b.Unrouted))
+	}
+}
+
+func uniq(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// claimed starts a slot for each row. A row whose endpoint has reached its
+// cap within this batch is given back at once, unattempted.
 func (d *Dispatcher) claimed(ctx, work context.Context, rows []Row) {
-	d.inflight += len(rows)
 	d.m.batches.Inc()
 	d.m.rows.Add(float64(len(rows)))
 	d.m.inFlight.Add(float64(len(rows)))
-	reclaimed := 0
+	reclaimed, capping := 0, d.capping()
 	for _, r := range rows {
 		if r.Reclaimed {
 			reclaimed++
 		}
-		d.start(ctx, work, r)
+		over := capping && d.held[r.EndpointID] >= d.cfg.EndpointConcurrency
+		d.start(ctx, work, r, over)
 	}
 	if reclaimed > 0 {
 		d.m.reclaimed.Add(float64(reclaimed))

@@ -12,7 +12,11 @@ import (
 type metrics struct {
 	deliveries    *prometheus.CounterVec
 	attempts      *prometheus.HistogramVec
-	lag           prometheus.Histogram
+	lag           *prometheus.HistogramVec
+	fannedOut     prometheus.Counter
+	unrouted      prometheus.Counter
+	capWaits      *prometheus.CounterVec
+	disabled      *prometheus.CounterVec
 	batches       prometheus.Counter
 	rows          prometheus.Counter
 	pollWakeups   prometheus.Counter
@@ -29,15 +33,21 @@ type metrics struct {
 	released      prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, env bool) *metrics {
 	m := buildMetrics(promauto.With(reg))
-	// Every label value exists from the start, so dashboards and alerts see 0
-	// rather than nothing.
-	for _, o := range []string{"delivered", "retried", "dead_lettered", "deferred"} {
-		m.deliveries.WithLabelValues(o)
+	// The WEBHOOK_URL endpoint's label values exist from the start, so
+	// dashboards and alerts see 0 rather than nothing; a table endpoint's
+	// appear with its first outcome.
+	if env {
+		for _, o := range []string{"delivered", "retried", "dead_lettered", "deferred"} {
+			m.deliveries.WithLabelValues(o, DefaultEndpointName)
+		}
+		for _, c := range []Class{Delivered, Retryable, Permanent} {
+			m.attempts.WithLabelValues(c.String(), DefaultEndpointName)
+		}
 	}
-	for _, c := range []Class{Delivered, Retryable, Permanent} {
-		m.attempts.WithLabelValues(c.String())
+	for _, r := range []string{"gone", "failing"} {
+		m.disabled.WithLabelValues(r)
 	}
 	return m
 }
@@ -50,18 +60,29 @@ func buildMetrics(f promauto.Factory) *metrics {
 	return &metrics{
 		deliveries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "fluxora_webhook_deliveries_total",
-			Help: "Claimed rows by recorded outcome: delivered, retried, dead_lettered, deferred.",
-		}, []string{"outcome"}),
+			Help: "Claimed rows by recorded outcome (delivered, retried, dead_lettered, deferred) and endpoint name.",
+		}, []string{"outcome", "endpoint"}),
 		attempts: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fluxora_webhook_attempt_duration_seconds",
-			Help:    "HTTP attempt latency by result: delivered, retryable, permanent.",
+			Help:    "HTTP attempt latency by result (delivered, retryable, permanent) and endpoint name.",
 			Buckets: latency,
-		}, []string{"result"}),
-		lag: f.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"result", "endpoint"}),
+		lag: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fluxora_webhook_end_to_end_lag_seconds",
-			Help:    "From a row's created_at (insert, or due time of a retry) to the write recording its delivery.",
+			Help:    "From a row's created_at (the event's insert, or the due time of a retry) to the write recording its delivery, by endpoint name.",
 			Buckets: latency,
-		}),
+		}, []string{"endpoint"}),
+		fannedOut: counter("fluxora_webhook_events_fanned_out_total", "Events fanned out to their endpoints (once per event)."),
+		unrouted: counter("fluxora_webhook_events_unrouted_total",
+			"Events recorded as unrouted: no WEBHOOK_URL endpoint and no enabled endpoint subscribed to their type."),
+		capWaits: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxora_webhook_endpoint_cap_waits_total",
+			Help: "Rows given back unattempted because their endpoint had WEBHOOK_ENDPOINT_CONCURRENCY deliveries in flight in this worker, by endpoint name.",
+		}, []string{"endpoint"}),
+		disabled: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxora_webhook_endpoints_disabled_total",
+			Help: "Endpoints this worker disabled, by reason: gone (410), failing (every attempt failed for WEBHOOK_ENDPOINT_DISABLE_AFTER).",
+		}, []string{"reason"}),
 		batches:     counter("fluxora_webhook_claimed_batches_total", "Claims that returned at least one row."),
 		rows:        counter("fluxora_webhook_claimed_rows_total", "Rows claimed."),
 		pollWakeups: counter("fluxora_webhook_poll_wakeups_total", "Fallback poll ticks (WEBHOOK_POLL_INTERVAL_MS)."),
@@ -94,24 +115,24 @@ func buildMetrics(f promauto.Factory) *metrics {
 	}
 }
 
-func (m *metrics) attempt(r Result) {
-	m.attempts.WithLabelValues(r.Class.String()).Observe(r.Duration.Seconds())
+func (m *metrics) attempt(endpoint string, r Result) {
+	m.attempts.WithLabelValues(r.Class.String(), endpoint).Observe(r.Duration.Seconds())
 }
 
 // recorded counts a written outcome; lag is now minus the row's created_at.
-func (m *metrics) recorded(k Kind, lag time.Duration) {
+func (m *metrics) recorded(endpoint string, k Kind, lag time.Duration) {
 	switch k {
 	case Done:
-		m.deliveries.WithLabelValues("delivered").Inc()
-		m.lag.Observe(lag.Seconds())
+		m.deliveries.WithLabelValues("delivered", endpoint).Inc()
+		m.lag.WithLabelValues(endpoint).Observe(lag.Seconds())
 	case Retry:
-		m.deliveries.WithLabelValues("retried").Inc()
+		m.deliveries.WithLabelValues("retried", endpoint).Inc()
 		m.retries.Inc()
 	case Dead:
-		m.deliveries.WithLabelValues("dead_lettered").Inc()
+		m.deliveries.WithLabelValues("dead_lettered", endpoint).Inc()
 		m.deadLetters.Inc()
 	case Defer:
-		m.deliveries.WithLabelValues("deferred").Inc()
+		m.deliveries.WithLabelValues("deferred", endpoint).Inc()
 		m.deferrals.Inc()
 	case Release:
 		m.released.Inc()

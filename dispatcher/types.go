@@ -6,16 +6,44 @@ import (
 )
 
 // Row is one claimed outbox row, held under a lease until its outcome is
-// recorded or it is released.
+// recorded or it is released: one delivery of an event to one endpoint.
 type Row struct {
 	ID         int64
 	Token      [16]byte // the lease token; outcomes are fenced by it
-	DeliveryID string   // uuid text, the same on every attempt of an event
+	DeliveryID string   // uuid text, the same on every attempt of a delivery
 	EventType  string
 	Payload    []byte // the JSON body, byte for byte
 	Attempt    int    // 1 for the first attempt
 	CreatedAt  time.Time
 	Reclaimed  bool // its previous lease expired without an outcome
+
+	// EndpointID is the endpoint's uuid text; "" for the WEBHOOK_URL
+	// endpoint, whose other fields below are empty.
+	EndpointID     string
+	EndpointName   string
+	URL            string
+	Secret         string
+	Enabled        bool
+	DisabledReason string
+	RetryRPS       int // 0: the configured default
+}
+
+// Query is what one claim asks for.
+type Query struct {
+	Limit   int      // the most rows
+	Skip    []string // endpoints (uuid text) at their cap: leave their rows
+	SkipEnv bool     // leave the WEBHOOK_URL endpoint's rows
+}
+
+// Batch is what one claim returns.
+type Batch struct {
+	Rows []Row // leased to this worker, oldest first
+	// FannedOut events made Deliveries new rows, due at once, not in Rows.
+	FannedOut, Deliveries int
+	// Unrouted holds the event types of events that no endpoint took.
+	Unrouted []string
+	// Endpoints is the number of enabled endpoints in the table.
+	Endpoints int
 }
 
 // Kind says what becomes of a claimed row. The values match the claimer's.
@@ -43,14 +71,27 @@ type Outcome struct {
 	Kind    Kind
 	Attempt int           // of the new row (Retry, Defer), or attempts made (Dead)
 	Delay   time.Duration // until the new row is due (Retry, Defer)
-	Status  int           // last HTTP status (Dead), 0 for none
-	Error   string        // last error (Dead)
+	Status  int           // last HTTP status (Dead, Retry), 0 for none
+	Error   string        // last error (Dead, Retry)
+	Health  Health        // what the attempt says of the endpoint
 }
+
+// Health is what an attempt says of its endpoint. The values match the
+// claimer's.
+type Health int
+
+// The values of Outcome.Health.
+const (
+	NoAttempt Health = iota // nothing was sent
+	Healthy                 // 2xx
+	Failing                 // the attempt failed
+)
 
 // Store is what the dispatcher needs from the claimer.
 type Store interface {
-	// Claim leases up to limit due rows, oldest first.
-	Claim(ctx context.Context, limit int) ([]Row, error)
+	// Claim leases due rows, oldest first, and fans out the events among
+	// them.
+	Claim(ctx context.Context, q Query) (Batch, error)
 	// Record writes outcomes in one statement and reports which were
 	// written (false: the lease was lost to another worker).
 	Record(ctx context.Context, outcomes []Outcome) ([]bool, error)
@@ -106,10 +147,16 @@ type Decision struct {
 	Probe    bool          // this attempt is the circuit breaker's probe
 }
 
-// Gate is the rate limit and circuit breaker in front of the consumer.
+// Gate is the rate limit and circuit breaker in front of each endpoint.
 type Gate interface {
-	Check(ctx context.Context, attempt int) Decision
-	Record(ctx context.Context, c Class, probe bool)
+	Check(ctx context.Context, r Row) Decision
+	Record(ctx context.Context, r Row, c Class, probe bool)
+}
+
+// Disabler disables an endpoint of the table and dead-letters its pending
+// deliveries (an endpoint that answered 410 Gone).
+type Disabler interface {
+	Disable(ctx context.Context, endpointID, reason string) (moved int64, err error)
 }
 
 // Hush silences producers' NOTIFYs while the worker is busy.
@@ -120,8 +167,8 @@ type Hush interface {
 
 type openGate struct{}
 
-func (openGate) Check(context.Context, int) Decision { return Decision{Allow: true} }
-func (openGate) Record(context.Context, Class, bool) {}
+func (openGate) Check(context.Context, Row) Decision { return Decision{Allow: true} }
+func (openGate) Record(context.Context, Row, Class, bool) {}
 
 type noHush struct{}
 

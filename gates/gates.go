@@ -168,6 +168,15 @@ func (g *Gates) stateTTL() int64 { return (2*g.cfg.BreakerReset + time.Hour).Mil
 // Check decides one attempt for consumerURL; attempt is 1 for a first
 // attempt (never rate limited). On any Redis error it allows the attempt.
 func (g *Gates) Check(ctx context.Context, consumerURL string, attempt int) Decision {
+	return g.CheckLimit(ctx, consumerURL, attempt, 0)
+}
+
+// CheckLimit is Check with the endpoint's own retry limit per second;
+// retryRPS <= 0 means Config.RetryRPS.
+func (g *Gates) CheckLimit(ctx context.Context, consumerURL string, attempt, retryRPS int) Decision {
+	if retryRPS <= 0 {
+		retryRPS = g.cfg.RetryRPS
+	}
 	allow := Decision{Allow: true}
 	if g.cfg.Client == nil || (g.cfg.BreakerThreshold == 0 && attempt < 2) {
 		return allow
@@ -175,7 +184,7 @@ func (g *Gates) Check(ctx context.Context, consumerURL string, attempt int) Deci
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	defer cancel()
 	res, err := checkScript.Run(ctx, g.cfg.Client, g.keys(consumerURL),
-		g.cfg.BreakerThreshold, attempt, g.cfg.RetryRPS, g.cfg.ProbeTTL.Milliseconds(), token(),
+		g.cfg.BreakerThreshold, attempt, retryRPS, g.cfg.ProbeTTL.Milliseconds(), token(),
 		g.stateTTL(), ProbeBusyDefer.Milliseconds()).Slice()
 	if err == nil && len(res) != 6 {
 		err = fmt.Errorf("unexpected reply of %d values", len(res))

@@ -33,6 +33,9 @@ type Request struct {
 	// Payload is the raw JSON body, sent byte for byte. Send does not
 	// modify it.
 	Payload []byte
+	// Endpoint is the endpoint's name, sent as x-fluxora-endpoint when not
+	// empty.
+	Endpoint string
 }
 
 // Result is the outcome of one Send.
@@ -92,6 +95,8 @@ func checkRequest(r Request) string {
 		return "invalid DeliveryID" + rule
 	case !validHeaderValue(r.EventType):
 		return "invalid EventType" + rule
+	case !validHeaderValue(r.Endpoint):
+		return "invalid Endpoint" + rule
 	}
 	return ""
 }
@@ -114,13 +119,15 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 	ts, sig := sg.sign(s.now().Unix(), r.Payload)
 	s.signers.Put(sg)
 
-	// One array backs every header value: one allocation instead of seven.
-	vals := [...]string{"application/json", userAgent, r.DeliveryID, r.EventType, ts, sig, strconv.Itoa(r.Attempt)}
+	// One array backs every header value: one allocation instead of eight.
+	vals := [...]string{"application/json", userAgent, r.DeliveryID, r.EventType, ts, sig, strconv.Itoa(r.Attempt), r.Endpoint}
 	backing := vals[:] // escapes: the header map keeps it
 	h := make(http.Header, len(vals))
 	for i, key := range [...]string{"Content-Type", "User-Agent", "X-Fluxora-Delivery-Id",
-		"X-Fluxora-Event", "X-Fluxora-Timestamp", "X-Fluxora-Signature", "X-Fluxora-Attempt"} {
-		h[key] = backing[i : i+1 : i+1]
+		"X-Fluxora-Event", "X-Fluxora-Timestamp", "X-Fluxora-Signature", "X-Fluxora-Attempt", "X-Fluxora-Endpoint"} {
+		if backing[i] != "" {
+			h[key] = backing[i : i+1 : i+1]
+		}
 	}
 	req := &http.Request{
 		Method:        http.MethodPost,

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
@@ -14,18 +17,19 @@ import (
 // packages, which do not know one another.
 var (
 	_ dispatcher.Store  = store{}
-	_ dispatcher.Sender = httpSender{}
-	_ dispatcher.Gate   = consumerGate{}
+	_ dispatcher.Sender = (*httpSenders)(nil)
+	_ dispatcher.Gate   = endpointGate{}
 )
 
 // store is the claimer as the dispatcher's Store.
 type store struct{ c *claimer.Claimer }
 
-func (s store) Claim(ctx context.Context, limit int) ([]dispatcher.Row, error) {
-	rows, err := s.c.Claim(ctx, limit)
-	out := make([]dispatcher.Row, len(rows))
-	for i, r := range rows {
-		out[i] = dispatcher.Row(r)
+func (s store) Claim(ctx context.Context, q dispatcher.Query) (dispatcher.Batch, error) {
+	b, err := s.c.Claim(ctx, claimer.Query(q))
+	out := dispatcher.Batch{FannedOut: b.FannedOut, Deliveries: b.Deliveries, Unrouted: b.Unrouted, Endpoints: b.Endpoints,
+		Rows: make([]dispatcher.Row, len(b.Rows))}
+	for i, r := range b.Rows {
+		out.Rows[i] = dispatcher.Row(r)
 	}
 	return out, err
 }
@@ -34,7 +38,7 @@ func (s store) Record(ctx context.Context, outcomes []dispatcher.Outcome) ([]boo
 	in := make([]claimer.Outcome, len(outcomes))
 	for i, o := range outcomes {
 		in[i] = claimer.Outcome{ID: o.ID, Token: o.Token, Kind: claimer.Kind(o.Kind),
-			Attempt: o.Attempt, Delay: o.Delay, Status: o.Status, Error: o.Error}
+			Attempt: o.Attempt, Delay: o.Delay, Status: o.Status, Error: o.Error, Health: claimer.Health(o.Health)}
 	}
 	return s.c.Record(ctx, in)
 }
@@ -43,11 +47,66 @@ func (s store) NextDue(ctx context.Context) (d time.Duration, ok bool, err error
 	return s.c.NextDue(ctx)
 }
 
-// httpSender is the sender as the dispatcher's Sender.
-type httpSender struct{ s *sender.Sender }
+// httpSenders sends each row with the sender of its endpoint: env for the
+// WEBHOOK_URL endpoint (nil without one), and one per table endpoint, made
+// on first use and made anew when the endpoint's URL or secret changes.
+// Each has its own connections, at most the endpoint's cap of them.
+type httpSenders struct {
+	env      *sender.Sender
+	timeout  time.Duration
+	maxConns int
 
-func (h httpSender) Send(ctx context.Context, r dispatcher.Row) dispatcher.Result {
-	res := h.s.Send(ctx, sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Payload: r.Payload})
+	mu  sync.Mutex
+	per map[string]endpointSender // by endpoint id
+}
+
+type endpointSender struct {
+	url, secret string
+	s           *sender.Sender
+	err         string // why the endpoint's URL or secret cannot be used
+}
+
+func newHTTPSenders(env *sender.Sender, timeout time.Duration, maxConns int) *httpSenders {
+	return &httpSenders{env: env, timeout: timeout, maxConns: maxConns, per: map[string]endpointSender{}}
+}
+
+// forRow returns the sender of r's endpoint, or why there is none.
+func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
+	if r.EndpointID == "" {
+		if h.env == nil {
+			return nil, "no WEBHOOK_URL endpoint configured"
+		}
+		return h.env, ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	es, ok := h.per[r.EndpointID]
+	if ok && es.url == r.URL && es.secret == r.Secret {
+		return es.s, es.err
+	}
+	if es.s != nil {
+		es.s.Close()
+	}
+	s, err := sender.New(sender.Config{URL: r.URL, Secret: []byte(r.Secret), Timeout: h.timeout, MaxConns: h.maxConns})
+	es = endpointSender{url: r.URL, secret: r.Secret, s: s}
+	if err != nil {
+		// The error names the field, never its value.
+		es.err = "endpoint " + r.EndpointName + ": " + err.Error()
+	}
+	h.per[r.EndpointID] = es
+	return es.s, es.err
+}
+
+func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Result {
+	s, why := h.forRow(r)
+	if s == nil {
+		return dispatcher.Result{Class: dispatcher.Permanent, Error: why}
+	}
+	name := r.EndpointName
+	if r.EndpointID == "" {
+		name = dispatcher.DefaultEndpointName
+	}
+	res := s.Send(ctx, sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Payload: r.Payload, Endpoint: name})
 	class := dispatcher.Permanent
 	switch res.Outcome {
 	case sender.Delivered:
@@ -58,18 +117,40 @@ func (h httpSender) Send(ctx context.Context, r dispatcher.Row) dispatcher.Resul
 	return dispatcher.Result{Class: class, Status: res.Status, Error: res.Error, RetryAfter: res.RetryAfter, Duration: res.Duration}
 }
 
-// consumerGate is the gates of one consumer URL as the dispatcher's Gate.
-type consumerGate struct {
-	g   *gates.Gates
-	url string
+// Close closes every sender's idle connections.
+func (h *httpSenders) Close() {
+	if h.env != nil {
+		h.env.Close()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, es := range h.per {
+		if es.s != nil {
+			es.s.Close()
+		}
+	}
 }
 
-func (c consumerGate) Check(ctx context.Context, attempt int) dispatcher.Decision {
-	d := c.g.Check(ctx, c.url, attempt)
+// endpointGate is the gates as the dispatcher's Gate: keyed by each row's
+// endpoint URL, with the endpoint's own retry limit when it has one.
+type endpointGate struct {
+	g      *gates.Gates
+	envURL string
+}
+
+func (e endpointGate) url(r dispatcher.Row) string {
+	if r.EndpointID == "" {
+		return e.envURL
+	}
+	return r.URL
+}
+
+func (e endpointGate) Check(ctx context.Context, r dispatcher.Row) dispatcher.Decision {
+	d := e.g.CheckLimit(ctx, e.url(r), r.Attempt, r.RetryRPS)
 	return dispatcher.Decision{Allow: d.Allow, DeferFor: d.DeferFor, Probe: d.Probe}
 }
 
-func (c consumerGate) Record(ctx context.Context, class dispatcher.Class, probe bool) {
+func (e endpointGate) Record(ctx context.Context, r dispatcher.Row, class dispatcher.Class, probe bool) {
 	o := gates.PermanentFailure
 	switch class {
 	case dispatcher.Delivered:
@@ -77,5 +158,13 @@ func (c consumerGate) Record(ctx context.Context, class dispatcher.Class, probe 
 	case dispatcher.Retryable:
 		o = gates.RetryableFailure
 	}
-	c.g.Record(ctx, c.url, o, probe)
+	e.g.Record(ctx, e.url(r), o, probe)
+}
+
+// sqlDisabler disables an endpoint through webhook_endpoint_disable.
+type sqlDisabler struct{ pool *pgxpool.Pool }
+
+func (s sqlDisabler) Disable(ctx context.Context, id, reason string) (moved int64, err error) {
+	err = s.pool.QueryRow(ctx, "SELECT webhook_endpoint_disable($1, $2)", id, reason).Scan(&moved)
+	return moved, err
 }

@@ -25,3 +25,20 @@ func TestOutcomeKindsMatch(t *testing.T) {
 		}
 	}
 }
+
+// store.Record converts the dispatcher's health values to the claimer's.
+func TestOutcomeHealthMatches(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d dispatcher.Health
+		c claimer.Health
+	}{
+		{dispatcher.NoAttempt, claimer.NoAttempt},
+		{dispatcher.Healthy, claimer.Healthy},
+		{dispatcher.Failing, claimer.Failing},
+	} {
+		if claimer.Health(tc.d) != tc.c {
+			t.Errorf("dispatcher health %d is claimer health %d, want %d", tc.d, claimer.Health(tc.d), tc.c)
+		}
+	}
+}

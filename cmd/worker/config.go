@@ -29,20 +29,27 @@ const (
 	breakerResetDefault    = 5 * time.Minute
 	gateTimeoutDefault     = 100 * time.Millisecond
 	retentionDefault       = 7 * 24 * time.Hour
+	disableAfterDefault    = 5 * 24 * time.Hour
 )
 
 // config is the whole environment configuration, parsed and validated.
 type config struct {
-	DatabaseURL     string
-	WebhookURL      string
-	Secret          []byte
-	PollInterval    time.Duration
-	BatchSize       int
-	MaxAttempts     int
-	BackoffBase     time.Duration
-	BackoffMax      time.Duration
-	Timeout         time.Duration
-	Concurrency     int
+	DatabaseURL  string
+	WebhookURL   string // "" when there is no WEBHOOK_URL endpoint
+	Secret       []byte
+	PollInterval time.Duration
+	BatchSize    int
+	MaxAttempts  int
+	BackoffBase  time.Duration
+	BackoffMax   time.Duration
+	Timeout      time.Duration
+	Concurrency  int
+	// EndpointConcurrency caps one endpoint's rows in flight in this
+	// worker; defaults to a quarter of Concurrency.
+	EndpointConcurrency int
+	// DisableAfter disables an endpoint whose every attempt has failed for
+	// this long; 0 never does.
+	DisableAfter    time.Duration
 	MetricsAddr     string // "" disables the HTTP server
 	ShutdownTimeout time.Duration
 
@@ -121,13 +128,21 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		e.errs = append(e.errs, err)
 	}
-	c.WebhookURL = e.required("WEBHOOK_URL")
+	// The WEBHOOK_URL endpoint is optional now that endpoints live in
+	// webhook_endpoints; its URL and secret come together or not at all.
+	c.WebhookURL = e.getenv("WEBHOOK_URL")
+	c.Secret = []byte(e.getenv("WEBHOOK_SECRET"))
+	switch {
+	case c.WebhookURL != "" && len(c.Secret) == 0:
+		e.fail("WEBHOOK_SECRET", "is required when WEBHOOK_URL is set")
+	case c.WebhookURL == "" && len(c.Secret) > 0:
+		e.fail("WEBHOOK_URL", "is required when WEBHOOK_SECRET is set (or unset both to deliver only to the endpoints of webhook_endpoints)")
+	}
 	if c.WebhookURL != "" {
 		if _, err := sender.ValidateURL(c.WebhookURL); err != nil {
 			e.fail("WEBHOOK_URL", "%v", err)
 		}
 	}
-	c.Secret = []byte(e.required("WEBHOOK_SECRET"))
 	c.PollInterval = e.millis("WEBHOOK_POLL_INTERVAL_MS", pollIntervalDefault, 10, 24*3600*1000)
 	c.BatchSize = e.int("WEBHOOK_BATCH_SIZE", batchSizeDefault, 1, 1000)
 	c.MaxAttempts = e.int("WEBHOOK_MAX_ATTEMPTS", maxAttemptsDefault, 1, 1000)
@@ -138,6 +153,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.Timeout = e.millis("WEBHOOK_TIMEOUT_MS", timeoutDefault, 1, 15*60*1000)
 	c.Concurrency = e.int("WEBHOOK_CONCURRENCY", concurrencyDefault, 1, 10000)
+	c.EndpointConcurrency = e.int("WEBHOOK_ENDPOINT_CONCURRENCY", max(1, c.Concurrency/4), 1, 10000)
+	c.DisableAfter = e.days("WEBHOOK_ENDPOINT_DISABLE_AFTER", disableAfterDefault)
 	c.MetricsAddr = e.getenv("WEBHOOK_METRICS_ADDR")
 	if c.MetricsAddr == "" {
 		c.MetricsAddr = metricsAddrDefault
@@ -175,9 +192,15 @@ func (e *env) logging() (string, slog.Level) {
 // retention parses WEBHOOK_RETENTION: a Go duration ("168h", "90m") or a
 // number of days ("7d"); "0" keeps processed rows forever.
 func (e *env) retention() time.Duration {
-	v := strings.TrimSpace(e.getenv("WEBHOOK_RETENTION"))
+	return e.days("WEBHOOK_RETENTION", retentionDefault)
+}
+
+// days parses a Go duration of at least a minute ("168h", "90m"), a number
+// of days ("7d"), or "0" (off).
+func (e *env) days(name string, def time.Duration) time.Duration {
+	v := strings.TrimSpace(e.getenv(name))
 	if v == "" {
-		return retentionDefault
+		return def
 	}
 	if v == "0" {
 		return 0
@@ -190,6 +213,6 @@ func (e *env) retention() time.Duration {
 	} else if d, err := time.ParseDuration(v); err == nil && d >= time.Minute {
 		return d
 	}
-	e.fail("WEBHOOK_RETENTION", "must be a duration of at least 1m (e.g. 168h), a number of days (e.g. 7d) or 0, got %q", v)
-	return retentionDefault
+	e.fail(name, "must be a duration of at least 1m (e.g. 168h), a number of days (e.g. 7d) or 0, got %q", v)
+	return def
 }

@@ -102,10 +102,14 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	snd, err := sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout, MaxConns: cfg.Concurrency})
-	if err != nil {
-		return err
+	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
+	if cfg.WebhookURL != "" {
+		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout, MaxConns: cfg.Concurrency})
+		if err != nil {
+			return err
+		}
 	}
+	snd := newHTTPSenders(envSnd, cfg.Timeout, min(cfg.EndpointConcurrency, cfg.Concurrency))
 	defer snd.Close()
 	gt, closeGates, err := newGates(cfg, reg, log)
 	if err != nil {
@@ -113,7 +117,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer closeGates()
 	lease := leaseFor(cfg)
-	clm, err := claimer.New(claimer.Config{Pool: pool, BatchSize: cfg.BatchSize, Lease: lease})
+	clm, err := claimer.New(claimer.Config{Pool: pool, BatchSize: cfg.BatchSize, Lease: lease, EnvEndpoint: cfg.WebhookURL != ""})
 	if err != nil {
 		return err
 	}
@@ -123,12 +127,12 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	var gate dispatcher.Gate // nil: no gates, no call at all
 	if cfg.RedisURL != "" {
-		gate = consumerGate{gt, cfg.WebhookURL}
+		gate = endpointGate{gt, cfg.WebhookURL}
 	}
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store{clm}, Sender: httpSender{snd}, Gate: gate, Hush: hsh, Wake: lst.Wake(),
-		Registerer: reg, Logger: log,
-		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, MaxAttempts: cfg.MaxAttempts,
+		Store: store{clm}, Sender: snd, Gate: gate, Hush: hsh, Disabler: sqlDisabler{pool}, Wake: lst.Wake(),
+		EnvEndpoint: cfg.WebhookURL != "", Registerer: reg, Logger: log,
+		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency, MaxAttempts: cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
 		Rand: rand.Float64, Now: time.Now,
 	})
@@ -172,6 +176,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("worker: serving /metrics, /healthz, /readyz", "addr", srv.Addr())
 	}
 	log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
+		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
 		"lease", lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
 		"gates", gatesSummary(cfg))
 	err = g.Wait()

@@ -27,6 +27,7 @@ const testSecret = "whsec_harness_secret_value"
 // delivery is one request the consumer received.
 type delivery struct {
 	ID, Event, Signature, Timestamp string
+	Endpoint                        string // x-fluxora-endpoint
 	Attempt                         int
 	Status                          int // what the consumer answered; 0 while it is answering
 	Body                            []byte
@@ -42,11 +43,14 @@ type consumer struct {
 	got     []delivery
 	respond func(d delivery) int
 	arrived chan delivery // every request, when non-nil (buffered)
+	secret  string        // verifies signatures; testSecret unless set before the first request
+	// active and peak count requests being answered at once.
+	active, peak int
 }
 
 func newConsumer(t testing.TB, respond func(d delivery) int) *consumer {
 	t.Helper()
-	c := &consumer{respond: respond, arrived: make(chan delivery, 100000)}
+	c := &consumer{respond: respond, arrived: make(chan delivery, 100000), secret: testSecret}
 	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
 	t.Cleanup(c.srv.Close)
 	return c
@@ -57,17 +61,24 @@ func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
 	d := delivery{
 		ID: r.Header.Get("x-fluxora-delivery-id"), Event: r.Header.Get("x-fluxora-event"),
 		Signature: r.Header.Get("x-fluxora-signature"), Timestamp: r.Header.Get("x-fluxora-timestamp"),
-		Body: body, At: time.Now(),
+		Body: body, At: time.Now(), Endpoint: r.Header.Get("x-fluxora-endpoint"),
 	}
 	d.Attempt, _ = strconv.Atoi(r.Header.Get("x-fluxora-attempt"))
-	mac := hmac.New(sha256.New, []byte(testSecret))
+	mac := hmac.New(sha256.New, []byte(c.secret))
 	mac.Write([]byte(d.Timestamp + "." + string(body)))
 	d.SignatureOK = hmac.Equal([]byte(hex.EncodeToString(mac.Sum(nil))), []byte(d.Signature)) &&
 		r.Header.Get("Content-Type") == "application/json" && r.Method == http.MethodPost
 	c.mu.Lock()
 	c.got = append(c.got, d)
 	i := len(c.got) - 1
+	c.active++
+	c.peak = max(c.peak, c.active)
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.active--
+		c.mu.Unlock()
+	}()
 	c.arrived <- d
 	status := http.StatusOK
 	if c.respond != nil {
@@ -120,7 +131,7 @@ func baseEnv(db *testdb.DB, c *consumer, overrides map[string]string) map[string
 func envFor(databaseURL string, c *consumer, overrides map[string]string) map[string]string {
 	env := map[string]string{
 		"DATABASE_URL":             databaseURL,
-		"WEBHOOK_URL":              c.srv.URL,
+		"WEBHOOK_URL":              "",
 		"WEBHOOK_SECRET":           testSecret,
 		"WEBHOOK_POLL_INTERVAL_MS": "60000", // anything that waits for the poll fails its test
 		"WEBHOOK_BACKOFF_BASE_MS":  "20",
@@ -128,6 +139,12 @@ func envFor(databaseURL string, c *consumer, overrides map[string]string) map[st
 		"WEBHOOK_TIMEOUT_MS":       "5000",
 		"WEBHOOK_METRICS_ADDR":     "127.0.0.1:0",
 		"LOG_LEVEL":                "debug",
+	}
+	if c != nil {
+		env["WEBHOOK_URL"] = c.srv.URL
+	} else {
+		delete(env, "WEBHOOK_URL")
+		delete(env, "WEBHOOK_SECRET")
 	}
 	for k, v := range overrides {
 		env[k] = v

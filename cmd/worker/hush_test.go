@@ -112,7 +112,7 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	c, release := holdingConsumer(t)
-	clm, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 1})
+	clm, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 1, EnvEndpoint: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,8 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 	h := &recordingHush{}
 	wake := make(chan struct{}, 1)
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store{clm}, Sender: httpSender{snd}, Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
+		Store: store{clm}, Sender: newHTTPSenders(snd, 10*time.Second, 2), Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
+		EnvEndpoint: true,
 		BatchSize: 1, Concurrency: 2, MaxAttempts: 3,
 		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,
 		Rand: func() float64 { return 0.5 },

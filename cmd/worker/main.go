@@ -4,6 +4,7 @@
 //	worker migrate    create or upgrade the tables and the trigger
 //	worker status     show the outbox at a glance
 //	worker dlq ...    list, replay and purge dead letters
+//	worker endpoints ... add, list, update, disable, enable, remove endpoints
 //
 // Exit codes: 0 success; 1 runtime failure (database unreachable, shutdown
 // timeout exceeded); 2 bad usage or configuration; 3 schema not migrated.
@@ -39,6 +40,7 @@ Commands:
   migrate   apply every migration and trigger (idempotent)
   status    pending, scheduled, oldest age, dead letters, workers [--json]
   dlq       list, replay and purge dead letters (worker dlq --help)
+  endpoints add, list, update, disable, enable, remove endpoints (worker endpoints --help)
   help      show this text
 
 Configuration comes from the environment; see README.md.
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runStatus(ctx, args, getenv, stdout, stderr)
 	case "dlq":
 		return runDLQ(ctx, args, getenv, stdout, stderr)
+	case "endpoints":
+		return runEndpoints(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -31,10 +31,12 @@ const statusSQL = `WITH pending AS (
          COALESCE(sum(reclaims), 0) AS reclaims
   FROM webhook_outbox WHERE NOT processed
 ), recent AS (
-  SELECT count(*) AS processed, COALESCE(sum(reclaims), 0) AS reclaims
+  SELECT count(*) FILTER (WHERE endpoint_id IS NOT NULL OR fanout IS DISTINCT FROM 0) AS processed,
+         count(*) FILTER (WHERE endpoint_id IS NULL AND fanout = 0) AS unrouted,
+         COALESCE(sum(reclaims), 0) AS reclaims
   FROM webhook_outbox WHERE processed AND processed_at > now() - interval '1 hour'
 )
-SELECT pending.due, pending.scheduled, pending.in_flight, pending.oldest, recent.processed,
+SELECT pending.due, pending.scheduled, pending.in_flight, pending.oldest, recent.processed, recent.unrouted,
   pending.reclaims + recent.reclaims,
   (SELECT count(*) FROM webhook_dead_letter),
   (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fluxora-webhook-listener')
@@ -47,6 +49,7 @@ type outboxStatus struct {
 	InFlight          int64          `json:"in_flight"`
 	OldestPendingSecs float64        `json:"oldest_pending_seconds"`
 	ProcessedLastHour int64          `json:"processed_last_hour"`
+	UnroutedLastHour  int64          `json:"unrouted_last_hour"`
 	LeasesReclaimed   int64          `json:"leases_reclaimed_last_hour"`
 	DeadLetters       int64          `json:"dead_letters"`
 	ListeningWorkers  int64          `json:"listening_workers"`
@@ -78,7 +81,7 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	defer pool.Close()
 	var s outboxStatus
 	err := pool.QueryRow(ctx, statusSQL).Scan(&s.PendingDue, &s.ScheduledRetries, &s.InFlight, &s.OldestPendingSecs,
-		&s.ProcessedLastHour, &s.LeasesReclaimed, &s.DeadLetters, &s.ListeningWorkers)
+		&s.ProcessedLastHour, &s.UnroutedLastHour, &s.LeasesReclaimed, &s.DeadLetters, &s.ListeningWorkers)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker status: %v\n", err)
 		return exitFailure
@@ -94,6 +97,7 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	fmt.Fprintf(w, "scheduled (retries, deferrals)\t%d\n", s.ScheduledRetries)
 	fmt.Fprintf(w, "oldest pending\t%s\n", (time.Duration(s.OldestPendingSecs * float64(time.Second))).Round(time.Millisecond))
 	fmt.Fprintf(w, "processed in the last hour\t%d\n", s.ProcessedLastHour)
+	fmt.Fprintf(w, "unrouted (last hour)\t%d\n", s.UnroutedLastHour)
 	fmt.Fprintf(w, "leases reclaimed (pending, last hour)\t%d\n", s.LeasesReclaimed)
 	fmt.Fprintf(w, "dead letters\t%d\n", s.DeadLetters)
 	fmt.Fprintf(w, "listening workers\t%d\n", s.ListeningWorkers)

@@ -1,0 +1,6 @@
+-- 005: validate the outbox's foreign key to webhook_endpoints, added NOT
+-- VALID by 004. VALIDATE CONSTRAINT scans the table under a SHARE UPDATE
+-- EXCLUSIVE lock, which lets producers insert meanwhile; it runs in a
+-- migration of its own so that 004's brief ACCESS EXCLUSIVE lock is not
+-- held during the scan.
+ALTER TABLE webhook_outbox VALIDATE CONSTRAINT webhook_outbox_endpoint_id_fkey;
