@@ -117,3 +117,48 @@ func TestEnqueueSQL(t *testing.T) {
 		t.Fatalf("empty event type: %v", err)
 	}
 }
+
+// ToEndpoint targets one endpoint by name, with pgx and database/sql; an
+// unknown name is an error naming it, and nothing is inserted.
+func TestEnqueueToEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	var epID string
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO webhook_endpoints (name, url, secret) VALUES ('tenant-42', 'https://hooks.example.com/', 'whsec_x') RETURNING id::text`).Scan(&epID); err != nil {
+		t.Fatal(err)
+	}
+	id, err := producer.EnqueueJSON(ctx, db.Pool, "invoice.paid", map[string]int{"n": 1}, producer.ToEndpoint("tenant-42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, err := sql.Open("pgx", db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, err := producer.EnqueueSQL(ctx, tx, "invoice.paid", []byte(`{}`), producer.ToEndpoint("tenant-42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE delivery_id = ANY($1::uuid[]) AND endpoint_id = $2", []string{id, id2}, epID); n != 2 {
+		t.Fatalf("%d targeted rows, want 2", n)
+	}
+	_, err = producer.Enqueue(ctx, db.Pool, "invoice.paid", []byte(`{}`), producer.ToEndpoint("nope"))
+	if !errors.Is(err, producer.ErrUnknownEndpoint) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("unknown endpoint: %v", err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox"); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
+	}
+	if _, err := db.Pool.Exec(ctx, "SELECT webhook_enqueue('e', '{}', 'nope')"); err == nil || !strings.Contains(err.Error(), `no endpoint named "nope"`) {
+		t.Fatalf("webhook_enqueue to an unknown endpoint: %v", err)
+	}
+}

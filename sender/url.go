@@ -24,7 +24,8 @@ var (
 // ValidateURL parses raw as a consumer endpoint. It accepts absolute https
 // URLs, and http URLs only when the host is a loopback address (localhost,
 // 127.0.0.0/8 or ::1). It refuses other schemes, a missing host, a port
-// outside 1-65535, embedded credentials (userinfo) and fragments. Its errors
+// outside 1-65535, embedded credentials (userinfo), fragments and spaces
+// (webhook_url_problem in the database applies the same rules). Its errors
 // never quote the URL, so they are safe to log even when raw holds a
 // password.
 func ValidateURL(raw string) (*url.URL, error) {
@@ -33,7 +34,7 @@ func ValidateURL(raw string) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	switch {
-	case err != nil:
+	case err != nil, strings.ContainsRune(raw, ' '):
 		return nil, errURLMalformed // err quotes raw; never return it
 	case !u.IsAbs() || u.Opaque != "":
 		return nil, errURLNotAbsolute

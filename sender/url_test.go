@@ -47,6 +47,7 @@ func TestValidateURL(t *testing.T) {
 		{"https://example.com/#frag", "must not contain a fragment"},
 		{"https://example.com/#", "must not contain a fragment"},
 		{"https://exa mple.com/", "is not a valid URL"},
+		{"https://example.com/a b", "is not a valid URL"},
 		{"https://example.com/\x7f", "is not a valid URL"},
 	}
 	for _, tt := range tests {

@@ -24,7 +24,8 @@ func TestConfigDefaults(t *testing.T) {
 	if c.PollInterval != 10*time.Second || c.BatchSize != 10 || c.MaxAttempts != 16 || c.BackoffBase != time.Second ||
 		c.BackoffMax != time.Hour || c.Timeout != 10*time.Second || c.Concurrency != 100 || c.MetricsAddr != ":9464" ||
 		c.ShutdownTimeout != 30*time.Second || c.RetryRPS != 10 || c.BreakerThreshold != 0 ||
-		c.BreakerReset != 5*time.Minute || c.Retention != 7*24*time.Hour || c.LogFormat != "json" {
+		c.BreakerReset != 5*time.Minute || c.Retention != 7*24*time.Hour || c.LogFormat != "json" ||
+		c.EndpointConcurrency != 25 || c.DisableAfter != 5*24*time.Hour {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -59,6 +60,10 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"WEBHOOK_GATE_TIMEOUT_MS", "0"},
 		{"WEBHOOK_GATE_TIMEOUT_MS", "60000"},
 		{"WEBHOOK_RETENTION", "yesterday"},
+		{"WEBHOOK_ENDPOINT_CONCURRENCY", "0"},
+		{"WEBHOOK_ENDPOINT_CONCURRENCY", "many"},
+		{"WEBHOOK_ENDPOINT_DISABLE_AFTER", "5s"},
+		{"WEBHOOK_ENDPOINT_DISABLE_AFTER", "soon"},
 		{"LOG_FORMAT", "xml"},
 		{"LOG_LEVEL", "loud"},
 	} {
@@ -95,5 +100,29 @@ func TestConfigAcceptsLoopbackHTTPAndOff(t *testing.T) {
 	}
 	if c.MetricsAddr != "" || c.Retention != 0 {
 		t.Fatalf("got %+v", c)
+	}
+}
+
+// Without WEBHOOK_URL and WEBHOOK_SECRET the worker delivers only to the
+// endpoints of webhook_endpoints; one without the other is refused.
+func TestConfigEnvEndpointIsOptional(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://app@127.0.0.1:5432/app",
+		"WEBHOOK_CONCURRENCY": "40", "WEBHOOK_ENDPOINT_DISABLE_AFTER": "0"}
+	c, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WebhookURL != "" || len(c.Secret) != 0 || c.EndpointConcurrency != 10 || c.DisableAfter != 0 {
+		t.Fatalf("got %+v", c)
+	}
+	env["WEBHOOK_SECRET"] = "whsec_do_not_print"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "WEBHOOK_URL: is required when WEBHOOK_SECRET is set") {
+		t.Fatalf("secret without URL: %v", err)
+	}
+	delete(env, "WEBHOOK_SECRET")
+	env["WEBHOOK_URL"] = "https://hooks.example.com/"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET: is required when WEBHOOK_URL is set") {
+		t.Fatalf("URL without secret: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ BEGIN
         m := regexp_match(authority, '^([^:\[\]]*)(?::([0-9]*))?$');
     END IF;
     IF m IS NULL THEN
-        RETURN 'must have a port between 1 and 65535';
+        RETURN 'is not a valid URL';
     END IF;
     host := m[1];
     port := m[2];

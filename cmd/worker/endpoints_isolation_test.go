@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
+)
+
+// An endpoint that hangs holds at most WEBHOOK_ENDPOINT_CONCURRENCY slots of
+// a real worker process: every other endpoint's deliveries go through while
+// it hangs, and its own rows wait in the table without spending an attempt.
+func TestHangingEndpointHoldsOnlyItsCap(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	const events, cap = 40, 2
+	hung, release := holdingConsumer(t)
+	good := newConsumer(t, nil)
+	env := newConsumer(t, nil)
+	addEndpoint(t, db, "hung", hung)
+	addEndpoint(t, db, "good", good)
+	startProcess(t, baseEnv(db, env, map[string]string{
+		"WEBHOOK_CONCURRENCY":          "8",
+		"WEBHOOK_ENDPOINT_CONCURRENCY": strconv.Itoa(cap),
+		"WEBHOOK_TIMEOUT_MS":           "60000", // no attempt ends while the test holds it
+	}))
+	for i := range events {
+		enqueue(t, db, "e", `{"i":`+strconv.Itoa(i)+`}`, "")
+	}
+	// Every delivery to the two healthy endpoints is made while the hung
+	// one still holds its first requests.
+	waitfor.True(t, 30*time.Second, "healthy endpoints served", func() bool {
+		return len(good.byID()) == events && len(env.byID()) == events
+	})
+	hung.mu.Lock()
+	peak, got := hung.peak, len(hung.got)
+	hung.mu.Unlock()
+	if peak != cap || got != cap {
+		t.Fatalf("hung endpoint: %d requests, %d at once; want exactly its cap %d", got, peak, cap)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id WHERE e.name = 'hung' AND NOT o.processed AND o.attempt = 1"); n != events {
+		t.Fatalf("hung endpoint's pending first attempts: %d, want %d (waiting spends no attempt)", n, events)
+	}
+	release()
+	waitfor.True(t, 60*time.Second, "hung endpoint served once released", func() bool { return len(hung.byID()) == events })
+	deliveredOnceEach(t, hung, events)
+	deliveredOnceEach(t, good, events)
+	deliveredOnceEach(t, env, events)
+	for _, d := range hung.deliveries() {
+		if d.Attempt != 1 {
+			t.Fatalf("a waiting row spent an attempt: %+v", d)
+		}
+	}
+	hung.mu.Lock()
+	defer hung.mu.Unlock()
+	if hung.peak > cap {
+		t.Fatalf("hung endpoint peaked at %d requests at once, cap %d", hung.peak, cap)
+	}
+}

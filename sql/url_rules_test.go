@@ -1,0 +1,83 @@
+package schema_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/sender"
+)
+
+// The database refuses exactly the endpoint URLs the worker refuses, with
+// the same reason, so that a plain SQL insert cannot add an endpoint the
+// worker would not deliver to.
+func TestURLRulesMatchTheWorkers(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	for _, raw := range []string{
+		"https://example.com", "https://example.com/hooks/in?tenant=1", "HTTPS://Example.COM:8443/x",
+		"https://203.0.113.7/hook", "http://localhost", "http://LOCALHOST:9000/hook", "http://127.0.0.1:8080",
+		"http://127.1.2.3/hook", "http://[::1]/", "http://[::1]:8080/hook", "http://[::ffff:127.0.0.1]/",
+		"https://example.com:/", "https://[2001:db8::1]:8443/",
+		"", "http://example.com", "http://10.0.0.1/", "http://localhost.example.com/", "http://0.0.0.0/",
+		"ftp://example.com/", "ws://localhost/", "file:///etc/passwd", "https:///path", "https://:443/",
+		"https://example.com:0/", "https://example.com:65536/", "https://example.com:abc/", "/relative/path",
+		"example.com/hook", "//example.com/hook", "https:example.com", "http://user:pass@localhost/",
+		"https://user@example.com/", "https://@example.com/", "https://example.com/#frag", "https://example.com/#",
+		"https://exa mple.com/", "https://example.com/a b", "https://example.com/\x7f", "https://example.com/\n",
+		"pass:word@example.com", "https://example.com:99999999999/",
+	} {
+		_, goErr := sender.ValidateURL(raw)
+		var problem *string
+		if err := db.Pool.QueryRow(context.Background(), "SELECT webhook_url_problem($1)", raw).Scan(&problem); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case goErr == nil && problem != nil:
+			t.Errorf("%q: the worker accepts it, the database refuses it: %s", raw, *problem)
+		case goErr != nil && problem == nil:
+			t.Errorf("%q: the database accepts it, the worker refuses it: %v", raw, goErr)
+		case goErr != nil && goErr.Error() != *problem:
+			t.Errorf("%q: the worker says %q, the database %q", raw, goErr, *problem)
+		}
+	}
+}
+
+// A plain SQL insert or update of a bad endpoint fails with a message that
+// names the column and the rule, and never prints the secret.
+func TestEndpointRowsAreCheckedBySQL(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, url, secret string
+		events            []string
+		want              string
+	}{
+		{"plain-http", "http://hooks.example.com/", "whsec_sekrit", nil, `webhook_endpoints.url of endpoint "plain-http": must be https`},
+		{"creds", "https://u:p@hooks.example.com/", "whsec_sekrit", nil, "must not contain credentials"},
+		{"bad name!", "https://hooks.example.com/", "whsec_sekrit", nil, "webhook_endpoints.name"},
+		{"nosecret", "https://hooks.example.com/", "", nil, "webhook_endpoints.secret"},
+		{"badtypes", "https://hooks.example.com/", "whsec_sekrit", []string{"a", "b\nc"}, "webhook_endpoints.event_types"},
+	} {
+		if tc.events == nil {
+			tc.events = []string{}
+		}
+		_, err := db.Pool.Exec(ctx, "INSERT INTO webhook_endpoints (name, url, secret, event_types) VALUES ($1, $2, $3, $4)",
+			tc.name, tc.url, tc.secret, tc.events)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "sekrit") {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, "INSERT INTO webhook_endpoints (name, url, secret) VALUES ('ok', 'https://hooks.example.com/', 'whsec_sekrit')"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Pool.Exec(ctx, "UPDATE webhook_endpoints SET url = 'http://10.1.2.3/' WHERE name = 'ok'")
+	if err == nil || !strings.Contains(err.Error(), "must be https") {
+		t.Fatalf("update to a bad URL: %v", err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE url = 'https://hooks.example.com/'"); n != 1 {
+		t.Fatalf("%d endpoints", n)
+	}
+}
