@@ -50,8 +50,9 @@ const LeaseDefault = 30 * time.Second
 // due at once with the event's created_at, and a delivery id derived from
 // the event's and the endpoint's; its fanout becomes the number of
 // deliveries made. With a WEBHOOK_URL endpoint ($5) the event row itself is
-// that endpoint's delivery, leased and returned; without one it is marked
-// processed (fanout 0: unrouted). All of it commits together or not at
+// that endpoint's delivery, leased and returned (or left pending when that
+// endpoint is at its cap, $4); without one it is marked processed (fanout 0:
+// unrouted). All of it commits together or not at
 // all, so an event is never fanned out twice or half.
 const claimSQL = `WITH due AS (
   SELECT id, endpoint_id, lease_token IS NOT NULL AS reclaimed, (endpoint_id IS NULL AND fanout IS NULL) AS fan
@@ -78,8 +79,8 @@ const claimSQL = `WITH due AS (
   SELECT event_id, count(*)::int AS n FROM targets GROUP BY event_id
 )
 UPDATE webhook_outbox o
-SET locked_until = CASE WHEN due.fan AND NOT $5::boolean THEN NULL ELSE now() + $2 * interval '1 millisecond' END,
-    lease_token = CASE WHEN due.fan AND NOT $5::boolean THEN NULL ELSE gen_random_uuid() END,
+SET locked_until = CASE WHEN due.fan AND (NOT $5::boolean OR $4::boolean) THEN NULL ELSE now() + $2 * interval '1 millisecond' END,
+    lease_token = CASE WHEN due.fan AND (NOT $5::boolean OR $4::boolean) THEN NULL ELSE gen_random_uuid() END,
     reclaims = o.reclaims + due.reclaimed::int,
     fanout = CASE WHEN due.fan THEN coalesce(counts.n, 0) + $5::boolean::int ELSE o.fanout END,
     processed = due.fan AND NOT $5::boolean,
@@ -92,7 +93,7 @@ RETURNING o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::
   o.event_type, CASE WHEN o.processed THEN NULL ELSE o.payload::text END, o.attempt, o.created_at, due.reclaimed,
   coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
   coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
-  o.processed, due.fan, coalesce(o.fanout, 0),
+  o.lease_token IS NOT NULL, due.fan, coalesce(o.fanout, 0),
   (SELECT count(*) FROM webhook_endpoints WHERE enabled)`
 
 // nextDueSQL gives the milliseconds, by the database clock, until the
@@ -192,6 +193,10 @@ type Query struct {
 type Batch struct {
 	// Rows are the deliveries leased to the caller, oldest first.
 	Rows []Row
+	// Taken is how many rows the claim took: Rows, and the events it
+	// fanned out and recorded processed at once (no WEBHOOK_URL endpoint).
+	// Taken == Limit means more rows may be due.
+	Taken int
 	// FannedOut is how many events the claim fanned out; Deliveries how
 	// many endpoint delivery rows that made. Those rows are due at once and
 	// were not claimed by this call.
@@ -222,11 +227,12 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	}
 	var b Batch
 	var r Row
-	var processed, fan bool
+	var leased, fan bool
 	var fanout int
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Attempt, &r.CreatedAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
-		&processed, &fan, &fanout, &b.Endpoints}, func() error {
+		&leased, &fan, &fanout, &b.Endpoints}, func() error {
+		b.Taken++
 		if fan {
 			b.FannedOut++
 			b.Deliveries += fanout
@@ -237,7 +243,7 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 				b.Unrouted = append(b.Unrouted, r.EventType)
 			}
 		}
-		if !processed {
+		if leased {
 			b.Rows = append(b.Rows, r)
 		}
 		r.Payload = nil // the next row scans into a fresh slice

@@ -57,13 +57,13 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		}
 		claims++
 		d.fannedOut(b)
-		if len(b.Rows) == 0 && b.Deliveries == 0 {
+		if b.Taken == 0 {
 			break
 		}
 		d.claimed(ctx, work, b.Rows)
-		claimed += len(b.Rows)
+		claimed += b.Taken
 		// A fan-out just made rows that are due now: claim them at once.
-		if len(b.Rows) < limit && b.Deliveries == 0 {
+		if b.Taken < limit && b.Deliveries == 0 {
 			break
 		}
 	}
@@ -150,6 +150,9 @@ func uniq(s []string) []string {
 // claimed starts a slot for each row. A row whose endpoint has reached its
 // cap within this batch is given back at once, unattempted.
 func (d *Dispatcher) claimed(ctx, work context.Context, rows []Row) {
+	if len(rows) == 0 {
+		return
+	}
 	d.m.batches.Inc()
 	d.m.rows.Add(float64(len(rows)))
 	d.m.inFlight.Add(float64(len(rows)))

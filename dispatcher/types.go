@@ -38,6 +38,8 @@ type Query struct {
 // Batch is what one claim returns.
 type Batch struct {
 	Rows []Row // leased to this worker, oldest first
+	// Taken counts Rows and the events recorded processed at fan-out.
+	Taken int
 	// FannedOut events made Deliveries new rows, due at once, not in Rows.
 	FannedOut, Deliveries int
 	// Unrouted holds the event types of events that no endpoint took.

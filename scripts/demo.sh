@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The demo: migrates a fresh local database, starts the sample consumer
-# (which verifies every signature, and answers slowly when an event asks it
-# to), starts the worker, enqueues events the way a producer does, and shows
-# them delivered: the first event takes the consumer 3 s, and the others are
-# delivered and recorded meanwhile, each on its own slot. Everything it
-# starts, it stops.
+# The demo: migrates a fresh local database, starts two sample consumers
+# (each verifies every signature with its own secret), registers them as
+# endpoints with `worker endpoints add` (one subscribed to invoice.paid only,
+# one to everything), starts the worker, enqueues events the way a producer
+# does (one of them for one endpoint only) and shows each endpoint receiving
+# exactly what it subscribed to. Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
 
 ADMIN_URL=${DEMO_ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 DB=fluxora_demo
-CONSUMER_ADDR=${DEMO_CONSUMER_ADDR:-127.0.0.1:8089}
+BILLING_ADDR=${DEMO_BILLING_ADDR:-127.0.0.1:8089}
+AUDIT_ADDR=${DEMO_AUDIT_ADDR:-127.0.0.1:8090}
 METRICS_ADDR=${DEMO_METRICS_ADDR:-127.0.0.1:9464}
-EVENTS=${DEMO_EVENTS:-5}
 RUN=$(mktemp -d)
 
 echo "== building bin/worker and bin/sample-consumer"
@@ -24,8 +24,8 @@ go build -o bin/sample-consumer ./cmd/sample-consumer
 echo "== creating database $DB"
 psql -q "$ADMIN_URL" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
 export DATABASE_URL="${ADMIN_URL%/*}/$DB?sslmode=disable"
-export WEBHOOK_URL="http://$CONSUMER_ADDR/hooks"
-export WEBHOOK_SECRET="demo-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+# No WEBHOOK_URL: every consumer is an endpoint of webhook_endpoints.
+unset WEBHOOK_URL WEBHOOK_SECRET
 export WEBHOOK_METRICS_ADDR="$METRICS_ADDR" LOG_FORMAT=text
 
 echo "== worker migrate"
@@ -35,7 +35,14 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$RUN"; }
 trap cleanup EXIT
 
-bin/sample-consumer -addr "$CONSUMER_ADDR" -honor-delay >"$RUN/consumer.log" 2>&1 & pids+=($!)
+echo "== worker endpoints add (billing: invoice.paid only; audit: every event type; secrets generated)"
+bin/worker endpoints add --name billing --url "http://$BILLING_ADDR/hooks" --events invoice.paid | tee "$RUN/billing.add"
+bin/worker endpoints add --name audit --url "http://$AUDIT_ADDR/hooks" | tee "$RUN/audit.add"
+secret_of() { grep -o 'whsec_[A-Za-z0-9+/=]*' "$1" | head -1; }
+WEBHOOK_SECRET=$(secret_of "$RUN/billing.add") bin/sample-consumer -addr "$BILLING_ADDR" >"$RUN/billing.log" 2>&1 & pids+=($!)
+WEBHOOK_SECRET=$(secret_of "$RUN/audit.add") bin/sample-consumer -addr "$AUDIT_ADDR" >"$RUN/audit.log" 2>&1 & pids+=($!)
+bin/worker endpoints list
+
 bin/worker 2>"$RUN/worker.log" & pids+=($!)
 for _ in $(seq 1 100); do
   curl -fsS "http://$METRICS_ADDR/readyz" >/dev/null 2>&1 && break
@@ -43,31 +50,33 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://$METRICS_ADDR/readyz" >/dev/null || { echo "worker not ready:"; cat "$RUN/worker.log"; exit 1; }
 
-processed() { psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM webhook_outbox WHERE processed"; }
-
-echo "== enqueueing $EVENTS events (one transaction each, as a producer would); the consumer takes 3 s over the first"
+echo "== enqueueing 5 events, one transaction each, as a producer would; the last one for billing only"
 start=$(date +%s%N)
-for i in $(seq 1 "$EVENTS"); do
-  delay=0; [ "$i" -eq 1 ] && delay=3000
-  psql -q "$DATABASE_URL" -c "BEGIN; INSERT INTO webhook_outbox (event_type, payload) VALUES ('stream.updated', '{\"stream\": $i, \"status\": \"live\", \"delay_ms\": $delay}'); COMMIT;"
-done
+psql -q "$DATABASE_URL" <<'SQL'
+BEGIN; INSERT INTO webhook_outbox (event_type, payload) VALUES ('stream.updated', '{"stream": 1}'); COMMIT;
+BEGIN; INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{"invoice": 2}'); COMMIT;
+BEGIN; SELECT webhook_enqueue('stream.updated', '{"stream": 3}'); COMMIT;
+BEGIN; SELECT webhook_enqueue('invoice.paid', '{"invoice": 4}'); COMMIT;
+BEGIN; SELECT webhook_enqueue('invoice.refunded', '{"invoice": 5}', 'billing'); COMMIT;
+SQL
+verified() { grep -c '^verified' "$1" 2>/dev/null || true; }
 for _ in $(seq 1 200); do
-  n=$(processed)
-  [ "$n" -ge $((EVENTS - 1)) ] && break
+  [ "$(verified "$RUN/billing.log")" -ge 3 ] && [ "$(verified "$RUN/audit.log")" -ge 4 ] && break
   sleep 0.05
 done
-echo "== $n of $EVENTS delivered and recorded in $(( ($(date +%s%N) - start) / 1000000 )) ms while the slow one is still in flight:"
+echo "== delivered in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+echo "== billing (invoice.paid, and the event enqueued for it alone) says:"
+cat "$RUN/billing.log"
+echo "== audit (every event type) says:"
+cat "$RUN/audit.log"
+echo "== worker status"
 bin/worker status
-for _ in $(seq 1 200); do
-  n=$(processed)
-  [ "$n" -ge "$EVENTS" ] && break
-  sleep 0.05
-done
-echo "== delivered $n of $EVENTS in $(( ($(date +%s%N) - start) / 1000000 )) ms; the consumer says:"
-cat "$RUN/consumer.log"
-echo "== outbox"
-psql "$DATABASE_URL" -c "SELECT id, delivery_id, event_type, attempt, processed, processed_at - created_at AS lag FROM webhook_outbox ORDER BY id"
+echo "== outbox: one row per event, and one per delivery it fanned out to"
+psql "$DATABASE_URL" -c "SELECT o.id, o.event_type, coalesce(e.name, '(event)') AS endpoint, o.fanout, o.delivery_id, o.processed FROM webhook_outbox o LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id ORDER BY o.id"
 echo "== a few metrics"
-curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total|notifications_received_total|claimed_batches_total|rows_in_flight|outcome_flush_size_(sum|count))' || true
-[ "$n" -ge "$EVENTS" ] || { echo "demo FAILED: not every event was delivered"; cat "$RUN/worker.log"; exit 1; }
-echo "== demo OK"
+curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total\{outcome="delivered"|events_fanned_out_total|events_unrouted_total)' || true
+b=$(verified "$RUN/billing.log"); a=$(verified "$RUN/audit.log")
+if [ "$b" -ne 3 ] || [ "$a" -ne 4 ] || grep -q rejected "$RUN/billing.log" "$RUN/audit.log"; then
+  echo "demo FAILED: billing verified $b (want 3), audit verified $a (want 4)"; cat "$RUN/worker.log"; exit 1
+fi
+echo "== demo OK: billing received 3, audit 4, every signature verified with the endpoint's own secret"

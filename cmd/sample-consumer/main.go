@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,7 +93,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if dup {
 		fmt.Fprintf(h.out, "duplicate %s ignored (attempt %d)\n", ev.DeliveryID, ev.Attempt)
 	} else {
-		fmt.Fprintf(h.out, "verified %s %s attempt=%d body=%s\n", ev.DeliveryID, ev.Type, ev.Attempt, ev.Body)
+		fmt.Fprintf(h.out, "verified %s %s endpoint=%s attempt=%d body=%s\n", ev.DeliveryID, ev.Type,
+			cmp.Or(r.Header.Get("x-fluxora-endpoint"), "-"), ev.Attempt, ev.Body)
 	}
 	if d := delay(ev.Body); h.honorDelay && d > 0 {
 		t := time.NewTimer(d)

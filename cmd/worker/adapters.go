@@ -26,7 +26,7 @@ type store struct{ c *claimer.Claimer }
 
 func (s store) Claim(ctx context.Context, q dispatcher.Query) (dispatcher.Batch, error) {
 	b, err := s.c.Claim(ctx, claimer.Query(q))
-	out := dispatcher.Batch{FannedOut: b.FannedOut, Deliveries: b.Deliveries, Unrouted: b.Unrouted, Endpoints: b.Endpoints,
+	out := dispatcher.Batch{Taken: b.Taken, FannedOut: b.FannedOut, Deliveries: b.Deliveries, Unrouted: b.Unrouted, Endpoints: b.Endpoints,
 		Rows: make([]dispatcher.Row, len(b.Rows))}
 	for i, r := range b.Rows {
 		out.Rows[i] = dispatcher.Row(r)

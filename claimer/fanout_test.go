@@ -1,0 +1,238 @@
+package claimer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fluxora/webhook-worker/claimer"
+	"github.com/fluxora/webhook-worker/internal/testdb"
+)
+
+func newEndpoint(t *testing.T, db *testdb.DB, name string, events ...string) string {
+	t.Helper()
+	if events == nil {
+		events = []string{}
+	}
+	var id string
+	err := db.Pool.QueryRow(context.Background(), `INSERT INTO webhook_endpoints (name, url, secret, event_types)
+		VALUES ($1, 'https://hooks.example.com/' || $1, 'whsec_' || $1, $2) RETURNING id::text`, name, events).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func claimQ(t *testing.T, c *claimer.Claimer, q claimer.Query) claimer.Batch {
+	t.Helper()
+	b, err := c.Claim(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestFanOut(t *testing.T) {
+	t.Parallel()
+
+	t.Run("once per event, to subscribed enabled endpoints, in one statement", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := newEndpoint(t, db, "a", "x")
+		newEndpoint(t, db, "b")
+		off := newEndpoint(t, db, "off")
+		if _, err := db.Pool.Exec(context.Background(), "UPDATE webhook_endpoints SET enabled = false WHERE id = $1", off); err != nil {
+			t.Fatal(err)
+		}
+		db.Insert(t, "x", `{"n":1}`)
+		db.Insert(t, "y", `{"n":2}`)
+		b := claimQ(t, c, claimer.Query{})
+		if b.FannedOut != 2 || b.Deliveries != 3 || len(b.Rows) != 0 || b.Taken != 2 || b.Endpoints != 2 || len(b.Unrouted) != 0 {
+			t.Fatalf("first claim: %+v", b)
+		}
+		// The deliveries are due at once, for the next claim; the events are
+		// processed (no WEBHOOK_URL endpoint) and never fanned out again.
+		b = claimQ(t, c, claimer.Query{})
+		if len(b.Rows) != 3 || b.FannedOut != 0 {
+			t.Fatalf("second claim: %+v", b)
+		}
+		ids := map[string]bool{}
+		for _, r := range b.Rows {
+			if r.EndpointID == "" || r.URL != "https://hooks.example.com/"+r.EndpointName || r.Secret != "whsec_"+r.EndpointName || !r.Enabled {
+				t.Fatalf("row without its endpoint: %+v", r)
+			}
+			if r.EndpointID == a && r.EventType != "x" {
+				t.Fatalf("endpoint a got %s", r.EventType)
+			}
+			ids[r.DeliveryID] = true
+		}
+		if len(ids) != 3 {
+			t.Fatalf("delivery ids not distinct: %v", ids)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND processed AND fanout IN (1, 2)"); n != 2 {
+			t.Fatalf("%d events recorded fanned out", n)
+		}
+		if b := claimQ(t, c, claimer.Query{}); b.Taken != 0 {
+			t.Fatalf("third claim took %+v", b)
+		}
+	})
+
+	t.Run("with a WEBHOOK_URL endpoint the event row is its delivery", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, EnvEndpoint: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		newEndpoint(t, db, "b")
+		db.Insert(t, "x", `{}`)
+		b := claimQ(t, c, claimer.Query{})
+		if len(b.Rows) != 1 || b.Rows[0].EndpointID != "" || b.Deliveries != 1 || b.FannedOut != 1 {
+			t.Fatalf("claim: %+v", b)
+		}
+		event := b.Rows[0]
+		// Its retry is the same delivery, never fanned out again.
+		record(t, c, claimer.Outcome{ID: event.ID, Token: event.Token, Kind: claimer.Retry, Attempt: 2})
+		b = claimQ(t, c, claimer.Query{})
+		if len(b.Rows) != 2 || b.FannedOut != 0 {
+			t.Fatalf("second claim: %+v", b)
+		}
+		for _, r := range b.Rows {
+			if r.EndpointID == "" && (r.DeliveryID != event.DeliveryID || r.Attempt != 2) {
+				t.Fatalf("retry of the env delivery: %+v", r)
+			}
+			if r.EndpointID != "" && r.DeliveryID == event.DeliveryID {
+				t.Fatalf("endpoint delivery reuses the event's id")
+			}
+		}
+	})
+
+	t.Run("concurrent claims fan out each event exactly once", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"p", "q", "r"} {
+			newEndpoint(t, db, n)
+		}
+		for range 30 {
+			db.Insert(t, "x", `{}`)
+		}
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				for {
+					b, err := c.Claim(context.Background(), claimer.Query{})
+					if err != nil || b.Taken == 0 {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL"); n != 90 {
+			t.Fatalf("%d deliveries, want 90", n)
+		}
+		if n := db.Count(t, "SELECT count(DISTINCT delivery_id) FROM webhook_outbox WHERE endpoint_id IS NOT NULL"); n != 90 {
+			t.Fatalf("%d distinct delivery ids, want 90", n)
+		}
+	})
+
+	t.Run("unrouted events are recorded processed with fanout 0", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		newEndpoint(t, db, "a", "x")
+		db.Insert(t, "y", `{}`, `{}`)
+		b := claimQ(t, c, claimer.Query{})
+		if len(b.Unrouted) != 2 || b.Unrouted[0] != "y" || b.Deliveries != 0 || b.Taken != 2 {
+			t.Fatalf("claim: %+v", b)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed AND fanout = 0"); n != 2 {
+			t.Fatalf("%d unrouted rows", n)
+		}
+	})
+
+	t.Run("skipped endpoints' rows stay pending; events are fanned out anyway", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, EnvEndpoint: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy := newEndpoint(t, db, "busy")
+		newEndpoint(t, db, "free")
+		db.Insert(t, "x", `{}`)
+		b := claimQ(t, c, claimer.Query{Skip: []string{busy}, SkipEnv: true})
+		if len(b.Rows) != 0 || b.FannedOut != 1 || b.Deliveries != 2 {
+			t.Fatalf("claim: %+v", b)
+		}
+		b = claimQ(t, c, claimer.Query{Skip: []string{busy}, SkipEnv: true})
+		if len(b.Rows) != 1 || b.Rows[0].EndpointName != "free" {
+			t.Fatalf("second claim: %+v", b)
+		}
+		b = claimQ(t, c, claimer.Query{})
+		if len(b.Rows) != 2 {
+			t.Fatalf("unskipped claim: %+v", b)
+		}
+	})
+}
+
+// Record keeps each endpoint's run of failures: set at the first failure,
+// cleared by a success, written only on a change.
+func TestRecordEndpointHealth(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newEndpoint(t, db, "h")
+	health := func() (failing bool, lastErr string) {
+		var since *time.Time
+		var e *string
+		if err := db.Pool.QueryRow(context.Background(), "SELECT failing_since, last_error FROM webhook_endpoints WHERE id = $1", id).Scan(&since, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e != nil {
+			lastErr = *e
+		}
+		return since != nil, lastErr
+	}
+	round := func(h claimer.Health, kind claimer.Kind) {
+		t.Helper()
+		db.Insert(t, "x", `{}`)
+		claimQ(t, c, claimer.Query{}) // fan out
+		b := claimQ(t, c, claimer.Query{})
+		if len(b.Rows) != 1 {
+			t.Fatalf("claim: %+v", b)
+		}
+		r := b.Rows[0]
+		record(t, c, claimer.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: 1, Status: 503, Error: "http 503", Health: h})
+	}
+	round(claimer.Failing, claimer.Dead)
+	if failing, e := health(); !failing || e != "http 503" {
+		t.Fatalf("after a failure: failing %v, last error %q", failing, e)
+	}
+	round(claimer.Healthy, claimer.Done)
+	if failing, e := health(); failing || e != "http 503" {
+		t.Fatalf("after a success: failing %v, last error %q (kept)", failing, e)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE endpoint_id = $1", id); n != 1 {
+		t.Fatalf("dead letter without its endpoint: %d", n)
+	}
+}
