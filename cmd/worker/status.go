@@ -54,6 +54,9 @@ type outboxStatus struct {
 	DeadLetters       int64          `json:"dead_letters"`
 	ListeningWorkers  int64          `json:"listening_workers"`
 	Circuit           *circuitStatus `json:"circuit,omitempty"`
+	// Endpoints: each endpoint of the table, and the WEBHOOK_URL one
+	// ("default") when it is configured or has rows.
+	Endpoints []endpointStatus `json:"endpoints"`
 }
 
 type circuitStatus struct {
@@ -68,8 +71,9 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	fs := flag.NewFlagSet("worker status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	only := fs.String("endpoint", "", "show only this endpoint (default: the WEBHOOK_URL one)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: worker status [--json]\n\nPending, in flight, scheduled, oldest pending age, processed in the last\nhour, leases reclaimed from dead workers, dead letters, listening workers,\nand the circuit state when REDIS_URL and WEBHOOK_URL are set.\n")
+		fmt.Fprint(stderr, "usage: worker status [--endpoint NAME] [--json]\n\nPending, in flight, scheduled, oldest pending age, processed and unrouted in\nthe last hour, leases reclaimed from dead workers, dead letters, listening\nworkers; then per endpoint: state, pending, in flight, scheduled, dead\nletters, circuit state (with REDIS_URL) and last error. --endpoint NAME\nshows that endpoint only.\n")
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -79,6 +83,9 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		return code
 	}
 	defer pool.Close()
+	if *only != "" {
+		return endpointOnly(ctx, pool, getenv, *only, *asJSON, stdout, stderr)
+	}
 	var s outboxStatus
 	err := pool.QueryRow(ctx, statusSQL).Scan(&s.PendingDue, &s.ScheduledRetries, &s.InFlight, &s.OldestPendingSecs,
 		&s.ProcessedLastHour, &s.UnroutedLastHour, &s.LeasesReclaimed, &s.DeadLetters, &s.ListeningWorkers)
@@ -87,6 +94,10 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		return exitFailure
 	}
 	s.Circuit = circuit(ctx, getenv)
+	if s.Endpoints, err = endpointsStatus(ctx, pool, getenv, ""); err != nil {
+		fmt.Fprintf(stderr, "worker status: endpoints: %v\n", err)
+		return exitFailure
+	}
 	if *asJSON {
 		_ = json.NewEncoder(stdout).Encode(s)
 		return exitOK
@@ -109,6 +120,29 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 	_ = w.Flush()
+	if len(s.Endpoints) > 0 {
+		fmt.Fprintln(stdout)
+		printEndpoints(stdout, s.Endpoints)
+	}
+	return exitOK
+}
+
+// endpointOnly is `worker status --endpoint NAME`.
+func endpointOnly(ctx context.Context, pool *pgxpool.Pool, getenv func(string) string, name string, asJSON bool, stdout, stderr io.Writer) int {
+	eps, err := endpointsStatus(ctx, pool, getenv, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker status: %v\n", err)
+		return exitFailure
+	}
+	if len(eps) == 0 {
+		fmt.Fprintf(stderr, "worker status: no endpoint named %q\n", name)
+		return exitFailure
+	}
+	if asJSON {
+		_ = json.NewEncoder(stdout).Encode(eps[0])
+		return exitOK
+	}
+	printEndpoints(stdout, eps)
 	return exitOK
 }
 
