@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -356,4 +357,36 @@ func TestFailOpenAndResume(t *testing.T) {
 	if !refused() { // gating resumes: within a window, a second retry is refused again
 		t.Fatal("gating did not resume after Redis came back")
 	}
+}
+
+// CheckLimit applies an endpoint's own retry limit, keyed by its URL:
+// another endpoint keeps the configured one.
+func TestCheckLimitPerEndpoint(t *testing.T) {
+	t.Parallel()
+	gs, _, _ := workers(t, 1, gates.Config{RetryRPS: 3})
+	ctx := context.Background()
+	count := func(url string, rps int) int {
+		n := 0
+		for range 20 {
+			if gs[0].CheckLimit(ctx, url, 2, rps).Allow {
+				n++
+			}
+		}
+		return n
+	}
+	// Judged only on a round that fits in one window; a loaded machine gets
+	// further rounds, on fresh URLs.
+	for round := range 10 {
+		own, other := fmt.Sprintf("https://own.example.com/%d", round), fmt.Sprintf("https://other.example.com/%d", round)
+		start := time.Now()
+		gotOwn, gotOther := count(own, 7), count(other, 0)
+		if time.Since(start) >= 900*time.Millisecond {
+			continue
+		}
+		if gotOwn != 7 || gotOther != 3 {
+			t.Fatalf("allowed %d with the endpoint's limit 7 and %d with the default 3", gotOwn, gotOther)
+		}
+		return
+	}
+	t.Fatal("no round of 40 checks fitted in one rate-limit window")
 }
