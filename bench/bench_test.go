@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,10 +15,12 @@ import (
 
 // TestSmoke runs every mode once, with tiny counts, against the worker
 // (built from ../cmd/worker, or BENCH_TEST_WORKER when set) on the local
-// PostgreSQL (BENCH_TEST_DB, default the -db default).
+// PostgreSQL (BENCH_TEST_DB, default the -db default). The endpoint modes
+// have their own, TestEndpointSmoke.
 func TestSmoke(t *testing.T) {
 	opt, err := parseFlags([]string{
-		"-systems", sysWorkerDefaults, "-events", "20", "-poll-events", "2", "-retry-events", "10",
+		"-systems", sysWorkerDefaults, "-modes", strings.Join(slices.DeleteFunc(slices.Clone(allModes),
+			func(m string) bool { return m == modeNoisy || m == modeFanout }), ","), "-events", "20", "-poll-events", "2", "-retry-events", "10",
 		"-backlog", "300", "-tail-backlog", "300", "-duration", "300ms", "-producers", "4", "-cost-pairs", "1", "-cost-duration", "300ms",
 		"-worker", os.Getenv("BENCH_TEST_WORKER"),
 	}, &bytes.Buffer{})

@@ -40,6 +40,8 @@ type options struct {
 	dump             string // directory for per-event CSV files, "" for none
 	tunedBatch       int
 	tunedConcurrency int
+	noisyDuration    time.Duration // noisy mode, each of its two runs
+	fanoutEvents     int
 }
 
 func main() {
@@ -76,6 +78,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dump, "dump", "", "write per-event latency-mode CSV files (seq, insert start, commit, receipt) into this directory")
 	fs.IntVar(&o.tunedBatch, "tuned-batch", 100, "worker-tuned: WEBHOOK_BATCH_SIZE")
 	fs.IntVar(&o.tunedConcurrency, "tuned-concurrency", 200, "worker-tuned: WEBHOOK_CONCURRENCY")
+	fs.DurationVar(&o.noisyDuration, "noisy-duration", 20*time.Second, "noisy mode: how long each of its two runs inserts 100 events/s")
+	fs.IntVar(&o.fanoutEvents, "fanout-events", 200, "fanout mode: events, one every 20ms, each to 100 endpoints")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -87,11 +91,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if o.events < 1 || o.pollEvents < 1 || o.retryEvents < 1 || o.backlog < 1 || o.tailBacklog < 1 ||
-		o.producers < 1 || o.costPairs < 1 {
-		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers and -cost-pairs must be at least 1")
+		o.producers < 1 || o.costPairs < 1 || o.fanoutEvents < 1 {
+		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs and -fanout-events must be at least 1")
 	}
-	if o.duration <= 0 || o.costDuration <= 0 {
-		return o, errors.New("-duration and -cost-duration must be positive")
+	if o.duration <= 0 || o.costDuration <= 0 || o.noisyDuration <= 0 {
+		return o, errors.New("-duration, -cost-duration and -noisy-duration must be positive")
 	}
 	return o, nil
 }
@@ -180,7 +184,7 @@ func benchmark(ctx context.Context, opt options, log io.Writer) (*report, error)
 			return rep, ctx.Err()
 		}
 	}
-	rep.BadSignatures = cons.badSignatures.Load()
+	rep.BadSignatures = cons.badSignatures.Load() + endpointBadSignatures(rep)
 	rep.Elapsed = time.Since(rep.Started)
 	return rep, nil
 }

@@ -21,9 +21,11 @@ const (
 	modeRetry    = "retry"
 	modeTail     = "tail"
 	modeTailHang = "tail-hang"
+	modeNoisy    = "noisy"
+	modeFanout   = "fanout"
 )
 
-var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry, modeTail, modeTailHang}
+var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry, modeTail, modeTailHang, modeNoisy, modeFanout}
 
 // latencyInterval is the gap between latency-mode events.
 const latencyInterval = 10 * time.Millisecond
@@ -353,6 +355,10 @@ func (r *runner) runMode(ctx context.Context, mode string, res *SystemResult) er
 		res.Tail, err = r.tail(ctx, profileTail)
 	case modeTailHang:
 		res.TailHang, err = r.tail(ctx, profileHang)
+	case modeNoisy:
+		res.Noisy, err = r.noisy(ctx)
+	case modeFanout:
+		res.Fanout, err = r.fanout(ctx)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}

@@ -49,10 +49,14 @@ type TailResult struct {
 //   - river-200 is there for the tail comparison: it runs the tail modes only;
 //   - river-defaults and poll-only skip the tail modes, which would take
 //     them far too long;
-//   - cost runs on the worker systems only: the trigger is theirs.
+//   - cost runs on the worker systems only: the trigger is theirs;
+//   - noisy and fanout run on the worker systems only: River has no
+//     endpoints (and poll-only would measure its poll).
 func runsMode(sys system, mode string) bool {
 	tail := mode == modeTail || mode == modeTailHang
 	switch {
+	case mode == modeNoisy || mode == modeFanout:
+		return sys.Worker()
 	case sys.Name() == sysRiver200:
 		return tail
 	case tail:

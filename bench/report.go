@@ -32,6 +32,8 @@ type SystemResult struct {
 	Retry      *RetryResult      `json:"retry,omitempty"`
 	Tail       *TailResult       `json:"tail,omitempty"`
 	TailHang   *TailResult       `json:"tail_hang,omitempty"`
+	Noisy      *NoisyResult      `json:"noisy,omitempty"`
+	Fanout     *FanoutResult     `json:"fanout,omitempty"`
 	Duplicates int               `json:"duplicates"` // deliveries of an already delivered event
 	Errors     map[string]string `json:"errors,omitempty"`
 }
@@ -42,6 +44,7 @@ func (o options) summary() map[string]any {
 		"retry_events": o.retryEvents, "backlog": o.backlog, "tail_backlog": o.tailBacklog, "duration": o.duration.String(),
 		"producers": o.producers, "cost_pairs": o.costPairs, "cost_duration": o.costDuration.String(),
 		"tuned_batch": o.tunedBatch, "tuned_concurrency": o.tunedConcurrency,
+		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents,
 	}
 }
 
@@ -131,6 +134,7 @@ func writeModes(tw *tabwriter.Writer, rep *report) {
 		func(s SystemResult) *TailResult { return s.Tail })
 	writeTail(tw, rep, fmt.Sprintf("TAIL-HANG  backlog drain; the consumer answers in 20 ms, one first attempt in 100 never (request timeout %s)",
 		hangTimeout), func(s SystemResult) *TailResult { return s.TailHang })
+	writeEndpointModes(tw, rep)
 }
 
 // writeTail prints a tail mode's section: steady = deliveries/s between the
@@ -203,8 +207,64 @@ func duplicates(rep *report) int {
 	n := 0
 	for _, s := range rep.Systems {
 		n += s.Duplicates
+		if s.Noisy != nil {
+			n += s.Noisy.Baseline.Duplicates + s.Noisy.Hang.Duplicates
+		}
+		if s.Fanout != nil {
+			n += s.Fanout.Duplicates
+		}
 	}
 	return n
+}
+
+// endpointBadSignatures counts the endpoint modes' bad signatures and
+// misrouted requests (their endpoints have their own consumer).
+func endpointBadSignatures(rep *report) int64 {
+	var n int64
+	for _, s := range rep.Systems {
+		if s.Noisy != nil {
+			for _, r := range []NoisyRun{s.Noisy.Baseline, s.Noisy.Hang} {
+				n += r.BadSignatures + r.Misrouted
+			}
+		}
+		if s.Fanout != nil {
+			n += s.Fanout.BadSignatures + s.Fanout.Misrouted
+		}
+	}
+	return n
+}
+
+// writeEndpointModes prints the noisy and fanout sections (worker only).
+func writeEndpointModes(tw *tabwriter.Writer, rep *report) {
+	if has(rep, func(s SystemResult) bool { return s.Noisy != nil }) {
+		section(tw, fmt.Sprintf("NOISY  %d endpoints, %d events/s in total, each to all; \"%s\" answers at once (baseline) or hangs until the %s timeout (hang); "+
+			"latency of the %d good endpoints' deliveries, ms (worker only: River has no endpoints)", noisyGood+1, noisyRate, noisyBad, noisyTimeout, noisyGood),
+			"system\trun\tevents\tgood deliveries\tafter commit p50\tp90\tp99\tmax\tworst endpoint p99\tinsert->receipt p50/p99\tmissing\t"+
+				"bad: delivered / hung / most open (cap)\tbad sigs / misrouted")
+		for _, s := range rep.Systems {
+			if n := s.Noisy; n != nil {
+				for _, r := range []struct {
+					name string
+					run  NoisyRun
+				}{{"baseline", n.Baseline}, {"hang", n.Hang}} {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s (%s)\t%s / %s\t%d\t%d / %d / %d (%d)\t%d / %d\n", s.Name, r.name, r.run.Events,
+						r.run.Deliveries, pcts(r.run.After), ms(r.run.WorstP99), r.run.Worst, ms(r.run.Latency.P50), ms(r.run.Latency.P99),
+						r.run.Missing, r.run.BadDelivered, r.run.BadHung, r.run.BadPeak, r.run.EndpointCap, r.run.BadSignatures, r.run.Misrouted)
+				}
+			}
+		}
+	}
+	if has(rep, func(s SystemResult) bool { return s.Fanout != nil }) {
+		section(tw, fmt.Sprintf("FANOUT  one event every %s, each to %d endpoints (one loopback server, a path each); COMMIT -> the last of its receipts, ms "+
+			"(worker only: River has no endpoints)", fanoutGap, fanoutWidth),
+			"system\tevents\tendpoints\tlast p50\tp90\tp99\tmax\teach receipt p50/p99\tinsert->last p50/p99\tmissing\tincomplete events\tbad sigs / misrouted")
+		for _, s := range rep.Systems {
+			if f := s.Fanout; f != nil {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s / %s\t%s / %s\t%d\t%d\t%d / %d\n", s.Name, f.Events, f.Endpoints, pcts(f.Last),
+					ms(f.Each.P50), ms(f.Each.P99), ms(f.LastInsert.P50), ms(f.LastInsert.P99), f.Missing, f.Incomplete, f.BadSignatures, f.Misrouted)
+			}
+		}
+	}
 }
 
 func firstLine(s string) string {

@@ -26,6 +26,9 @@ const (
 	drainDefaultMin = 5.0 // × river-defaults
 	tailIdealMin    = 0.8 // × the system's ideal, slots / mean service time
 	tailRiverMin    = 1.0 // × river-200's steady rate
+	noisyFactorMax  = 2.0 // good endpoints' p99 with the hang, × their baseline p99
+	noisyP99Max     = 20 * time.Millisecond
+	fanoutP99Max    = 50 * time.Millisecond
 )
 
 // targets checks every goal that the report has the data for; a mode that
@@ -69,7 +72,33 @@ func targets(rep *report) []Target {
 		}
 	}
 	out = append(out, drainTargets(by)...)
-	return append(out, tailTargets(by)...)
+	out = append(out, tailTargets(by)...)
+	return append(out, endpointTargets(rep.Systems)...)
+}
+
+// endpointTargets: in noisy, the good endpoints' after-commit p99 with
+// "bad" hanging is at most twice their baseline p99 and at most 20 ms; in
+// fanout, the p99 of commit to the last of an event's receipts is at most
+// 50 ms. Each needs every delivery received and every signature good.
+func endpointTargets(systems []SystemResult) []Target {
+	var out []Target
+	for _, s := range systems {
+		if n := s.Noisy; n != nil {
+			b, h := n.Baseline, n.Hang
+			clean := b.Missing == 0 && h.Missing == 0 && b.BadSignatures+b.Misrouted+h.BadSignatures+h.Misrouted == 0 &&
+				b.Deliveries > 0 && h.Deliveries > 0
+			out = append(out, Target{Name: fmt.Sprintf("noisy good p99 with hang <= %.0f x baseline", noisyFactorMax), System: s.Name,
+				Value: fmt.Sprintf("%s vs %s ms", ms(h.After.P99), ms(b.After.P99)),
+				Pass:  clean && float64(h.After.P99) <= noisyFactorMax*float64(b.After.P99)})
+			out = append(out, Target{Name: "noisy good p99 with hang <= 20 ms", System: s.Name, Value: ms(h.After.P99) + " ms",
+				Pass: clean && h.After.P99 <= noisyP99Max})
+		}
+		if f := s.Fanout; f != nil {
+			out = append(out, Target{Name: "fanout last of 100 p99 <= 50 ms", System: s.Name, Value: ms(f.Last.P99) + " ms",
+				Pass: f.Missing == 0 && f.Last.N > 0 && f.BadSignatures+f.Misrouted == 0 && f.Last.P99 <= fanoutP99Max})
+		}
+	}
+	return out
 }
 
 func drainTargets(by map[string]SystemResult) []Target {
