@@ -1,0 +1,117 @@
+package endpoints
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// FieldError says why a value given to Add or Update is refused. Field is
+// the name of the value as the command line spells it (name, url, events,
+// secret, retry-rps, reason); Problem never quotes a URL or a secret.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// nameRE is webhook_endpoints_name_valid: the name travels in a header and a
+// metric label.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// validateName refuses what the table refuses, and DefaultName in any case
+// (it would be confused with the WEBHOOK_URL endpoint in logs, metrics and
+// `worker dlq --endpoint default`).
+func validateName(name string) error {
+	if strings.EqualFold(name, DefaultName) {
+		return invalid("name", "%q is reserved for the WEBHOOK_URL endpoint of the environment", name)
+	}
+	if !nameRE.MatchString(name) {
+		return invalid("name", `%q: must be 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`, name)
+	}
+	return nil
+}
+
+// validateURL applies the rules of WEBHOOK_URL (sender.ValidateURL, and
+// webhook_url_problem in the database), with the same texts: https, or http
+// only to a loopback host; a host; a port in 1-65535; no credentials, no
+// fragment, no spaces or control characters. Its errors never quote raw.
+func validateURL(raw string) error {
+	if raw == "" {
+		return invalid("url", "must not be empty")
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil, strings.IndexFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return invalid("url", "is not a valid URL")
+	case !u.IsAbs() || u.Opaque != "":
+		return invalid("url", "must be an absolute URL")
+	case u.User != nil:
+		return invalid("url", "must not contain credentials")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return invalid("url", "must not contain a fragment")
+	case u.Hostname() == "":
+		return invalid("url", "must have a host")
+	case !validPort(u.Port()):
+		return invalid("url", "must have a port between 1 and 65535")
+	case u.Scheme == "https", u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return invalid("url", "must be https (http only for a loopback host)")
+}
+
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n > 0
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// normalizeEvents checks each subscribed type against the rule of
+// webhook_outbox.event_type and drops duplicates. Nil or empty: every type.
+func normalizeEvents(events []string) ([]string, error) {
+	out := make([]string, 0, len(events))
+	seen := make(map[string]bool, len(events))
+	for _, t := range events {
+		if t == "" || len(t) > 255 || strings.IndexFunc(t, unicode.IsControl) >= 0 {
+			return nil, invalid("events", "%q: each type must be 1-255 bytes without control characters", t)
+		}
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func validateSecret(secret string) error {
+	if secret == "" {
+		return invalid("secret", "must not be empty")
+	}
+	return nil
+}
+
+func validateRetryRPS(n int) error {
+	if n < 0 {
+		return invalid("retry-rps", "must be at least 1 (0: WEBHOOK_RETRY_RPS applies)")
+	}
+	return nil
+}
