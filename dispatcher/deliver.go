@@ -52,7 +52,6 @@ func (d *Dispatcher) gone(ctx context.Context, r Row) {
 		d.log.Error("dispatcher: endpoint answered 410 Gone; disabling it failed", "endpoint", r.EndpointName, "error", err)
 		return
 	}
-	d.m.disabled.WithLabelValues("gone").Inc()
 	d.log.Warn("dispatcher: endpoint answered 410 Gone; disabled, its pending deliveries dead-lettered",
 		"endpoint", r.EndpointName, "dead_lettered", moved)
 }

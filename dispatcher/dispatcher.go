@@ -130,7 +130,7 @@ type Dispatcher struct {
 	inflight  int            // slots in use
 	held      map[string]int // slots in use by endpoint id ("" WEBHOOK_URL)
 	endpoints int            // enabled endpoints in the table, at the last claim
-	starved   bool // the last drain stopped with rows perhaps left (no slot, cooldown)
+	starved   bool           // the last drain stopped with rows perhaps left (no slot, cooldown)
 	lastClaim time.Time
 
 	due     *time.Timer

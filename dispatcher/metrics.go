@@ -16,7 +16,6 @@ type metrics struct {
 	fannedOut     prometheus.Counter
 	unrouted      prometheus.Counter
 	capWaits      *prometheus.CounterVec
-	disabled      *prometheus.CounterVec
 	batches       prometheus.Counter
 	rows          prometheus.Counter
 	pollWakeups   prometheus.Counter
@@ -45,9 +44,6 @@ func newMetrics(reg prometheus.Registerer, env bool) *metrics {
 		for _, c := range []Class{Delivered, Retryable, Permanent} {
 			m.attempts.WithLabelValues(c.String(), DefaultEndpointName)
 		}
-	}
-	for _, r := range []string{"gone", "failing"} {
-		m.disabled.WithLabelValues(r)
 	}
 	return m
 }
@@ -79,10 +75,6 @@ func buildMetrics(f promauto.Factory) *metrics {
 			Name: "fluxora_webhook_endpoint_cap_waits_total",
 			Help: "Rows given back unattempted because their endpoint had WEBHOOK_ENDPOINT_CONCURRENCY deliveries in flight in this worker, by endpoint name.",
 		}, []string{"endpoint"}),
-		disabled: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "fluxora_webhook_endpoints_disabled_total",
-			Help: "Endpoints this worker disabled, by reason: gone (410), failing (every attempt failed for WEBHOOK_ENDPOINT_DISABLE_AFTER).",
-		}, []string{"reason"}),
 		batches:     counter("fluxora_webhook_claimed_batches_total", "Claims that returned at least one row."),
 		rows:        counter("fluxora_webhook_claimed_rows_total", "Rows claimed."),
 		pollWakeups: counter("fluxora_webhook_poll_wakeups_total", "Fallback poll ticks (WEBHOOK_POLL_INTERVAL_MS)."),

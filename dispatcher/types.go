@@ -155,8 +155,8 @@ type Gate interface {
 	Record(ctx context.Context, r Row, c Class, probe bool)
 }
 
-// Disabler disables an endpoint of the table and dead-letters its pending
-// deliveries (an endpoint that answered 410 Gone).
+// Disabler disables an endpoint of the table that answered 410 Gone and
+// dead-letters its pending deliveries (and counts it).
 type Disabler interface {
 	Disable(ctx context.Context, endpointID, reason string) (moved int64, err error)
 }
@@ -169,7 +169,7 @@ type Hush interface {
 
 type openGate struct{}
 
-func (openGate) Check(context.Context, Row) Decision { return Decision{Allow: true} }
+func (openGate) Check(context.Context, Row) Decision      { return Decision{Allow: true} }
 func (openGate) Record(context.Context, Row, Class, bool) {}
 
 type noHush struct{}

@@ -5,10 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
+	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/sender"
 )
@@ -161,10 +160,9 @@ func (e endpointGate) Record(ctx context.Context, r dispatcher.Row, class dispat
 	e.g.Record(ctx, e.url(r), o, probe)
 }
 
-// sqlDisabler disables an endpoint through webhook_endpoint_disable.
-type sqlDisabler struct{ pool *pgxpool.Pool }
+// goneDisabler disables an endpoint that answered 410 Gone.
+type goneDisabler struct{ s *endpoints.Store }
 
-func (s sqlDisabler) Disable(ctx context.Context, id, reason string) (moved int64, err error) {
-	err = s.pool.QueryRow(ctx, "SELECT webhook_endpoint_disable($1, $2)", id, reason).Scan(&moved)
-	return moved, err
+func (g goneDisabler) Disable(ctx context.Context, id, reason string) (int64, error) {
+	return g.s.Disable(ctx, id, endpoints.Gone, reason)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
+	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/listener"
 	"github.com/fluxora/webhook-worker/retention"
@@ -125,12 +126,16 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	eps, err := endpoints.New(endpoints.Config{Pool: pool, Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
 	var gate dispatcher.Gate // nil: no gates, no call at all
 	if cfg.RedisURL != "" {
 		gate = endpointGate{gt, cfg.WebhookURL}
 	}
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store{clm}, Sender: snd, Gate: gate, Hush: hsh, Disabler: sqlDisabler{pool}, Wake: lst.Wake(),
+		Store: store{clm}, Sender: snd, Gate: gate, Hush: hsh, Disabler: goneDisabler{eps}, Wake: lst.Wake(),
 		EnvEndpoint: cfg.WebhookURL != "", Registerer: reg, Logger: log,
 		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency, MaxAttempts: cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
@@ -155,6 +160,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	g.Go(func() error { return lst.Run(gctx) })
 	g.Go(func() error { return d.Run(gctx, work) })
 	g.Go(func() error { return hsh.Run(gctx) })
+	g.Go(func() error { return eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, cfg.DisableAfter) })
 	if cfg.Retention > 0 {
 		ret, err := retention.New(retention.Config{Pool: pool, Retention: cfg.Retention, Logger: log, Registerer: reg})
 		if err != nil {
