@@ -1,0 +1,351 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fluxora/webhook-worker/endpoints"
+)
+
+const endpointsUsage = `usage:
+  worker endpoints add --name N --url U [--events a,b] [--secret S] [--retry-rps N]
+  worker endpoints list [--json]
+  worker endpoints update NAME [--url U] [--events a,b] [--retry-rps N]
+  worker endpoints disable NAME [--reason R]
+  worker endpoints enable NAME
+  worker endpoints remove NAME [--force]
+
+An endpoint receives the events of the types it subscribes to (--events;
+omitted, "" or "*": every type), signed with its own secret. Without
+--secret, add generates one (whsec_ + base64 of 32 random bytes) and prints
+it once: store it then, no command shows it again. URLs: https, or http only
+to a loopback host; no credentials. --retry-rps overrides WEBHOOK_RETRY_RPS
+(update --retry-rps 0 clears it). Changes reach running workers within a
+second.
+
+disable moves the endpoint's pending deliveries to the dead-letter table;
+enable, then worker dlq replay --endpoint NAME, sends them again. remove
+refuses while deliveries are pending; --force dead-letters them first.
+The name "default" is the WEBHOOK_URL endpoint of the environment.
+Exit codes: 0 ok, 1 failure (database, unknown endpoint, name taken,
+pending deliveries), 2 usage or a bad value, 3 not migrated.
+`
+
+func runEndpoints(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, endpointsUsage)
+		return exitUsage
+	}
+	cmds := map[string]func(context.Context, []string, func(string) string, io.Writer, io.Writer) int{
+		"add": endpointsAdd, "list": endpointsList, "update": endpointsUpdate,
+		"disable": endpointsDisable, "enable": endpointsEnable, "remove": endpointsRemove,
+	}
+	if cmd, ok := cmds[args[0]]; ok {
+		return cmd(ctx, args[1:], getenv, stdout, stderr)
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, endpointsUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "worker endpoints: unknown command %q\n\n%s", args[0], endpointsUsage)
+	return exitUsage
+}
+
+func endpointsFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("worker endpoints "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, endpointsUsage) }
+	return fs
+}
+
+// endpointsStore connects and returns the store, or nil and the exit code.
+func endpointsStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*endpoints.Store, func(), int) {
+	pool, code := opsPool(ctx, getenv, stderr, "endpoints "+name)
+	if pool == nil {
+		return nil, nil, code
+	}
+	s, err := endpoints.New(endpoints.Config{Pool: pool})
+	if err != nil {
+		pool.Close()
+		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", name, err)
+		return nil, nil, exitFailure
+	}
+	return s, pool.Close, exitOK
+}
+
+// endpointsFail prints err and returns its exit code: a bad value names its
+// flag and exits 2; anything else (unknown endpoint, name taken, pending
+// deliveries, the database) exits 1.
+func endpointsFail(stderr io.Writer, cmd, name string, err error) int {
+	var fe *endpoints.FieldError
+	switch {
+	case errors.As(err, &fe):
+		fmt.Fprintf(stderr, "worker endpoints %s: --%s: %s\n", cmd, fe.Field, fe.Problem)
+		return exitUsage
+	case errors.Is(err, endpoints.ErrNotFound) && strings.EqualFold(name, endpoints.DefaultName):
+		fmt.Fprintf(stderr, "worker endpoints %s: %v: %q is the WEBHOOK_URL endpoint of the environment (WEBHOOK_URL, WEBHOOK_SECRET), not one of the table\n",
+			cmd, err, endpoints.DefaultName)
+	default:
+		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", cmd, err)
+	}
+	return exitFailure
+}
+
+// parseEvents reads --events: "a,b" (spaces around types ignored); "" or
+// "*" for every type.
+func parseEvents(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" || strings.TrimSpace(v) == "*" {
+		return []string{}, nil
+	}
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		switch t {
+		case "":
+			return nil, fmt.Errorf("--events: an empty event type in %q", v)
+		case "*":
+			return nil, errors.New(`--events: "*" (every type) cannot be combined with other types`)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// oneName parses flags around the one positional NAME.
+func oneName(fs *flag.FlagSet, args []string, stderr io.Writer) (string, int, bool) {
+	pos, err := parseInterleaved(fs, args)
+	if err == flag.ErrHelp {
+		return "", exitOK, false
+	} else if err != nil {
+		return "", exitUsage, false
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "%s: give exactly one endpoint NAME (got %d arguments)\n", fs.Name(), len(pos))
+		return "", exitUsage, false
+	}
+	return pos[0], exitOK, true
+}
+
+func endpointsAdd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := endpointsFlags("add", stderr)
+	name := fs.String("name", "", "endpoint name (required)")
+	u := fs.String("url", "", "endpoint URL (required)")
+	events := fs.String("events", "", "subscribed event types, comma-separated (default: every type)")
+	secret := fs.String("secret", "", "signing secret (default: generated and printed once)")
+	rps := fs.Int("retry-rps", 0, "retry attempts per second (default: WEBHOOK_RETRY_RPS)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	for _, f := range [][2]string{{"name", *name}, {"url", *u}} {
+		if f[1] == "" {
+			fmt.Fprintf(stderr, "worker endpoints add: --%s is required\n", f[0])
+			return exitUsage
+		}
+	}
+	types, err := parseEvents(*events)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
+		return exitUsage
+	}
+	generated := *secret == ""
+	if generated {
+		if *secret, err = endpoints.GenerateSecret(); err != nil {
+			fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
+			return exitFailure
+		}
+	}
+	s, done, code := endpointsStore(ctx, getenv, stderr, "add")
+	if s == nil {
+		return code
+	}
+	defer done()
+	e, err := s.Add(ctx, *name, *u, types, *secret, *rps)
+	if err != nil {
+		return endpointsFail(stderr, "add", *name, err)
+	}
+	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s)\n", e.Name, e.ID, eventsText(e.EventTypes))
+	if generated {
+		fmt.Fprintf(stdout, "secret (shown once): %s\n", *secret)
+	}
+	return exitOK
+}
+
+// displayURL is what list shows of an endpoint URL: scheme, host and path,
+// never a query string (it may hold a token).
+func displayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return u.Scheme + "://" + u.Host + u.EscapedPath()
+}
+
+func eventsText(types []string) string {
+	if len(types) == 0 {
+		return "*"
+	}
+	return strings.Join(types, ",")
+}
+
+func endpointsList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := endpointsFlags("list", stderr)
+	asJSON := fs.Bool("json", false, "print JSON lines")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	s, done, code := endpointsStore(ctx, getenv, stderr, "list")
+	if s == nil {
+		return code
+	}
+	defer done()
+	list, err := s.List(ctx)
+	if err != nil {
+		return endpointsFail(stderr, "list", "", err)
+	}
+	for i := range list {
+		list[i].URL = displayURL(list[i].URL)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, e := range list {
+			_ = enc.Encode(e)
+		}
+		return exitOK
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tDISABLED REASON / LAST ERROR")
+	for _, e := range list {
+		enabled, rps, note := "yes", "-", "-"
+		if e.RetryRPS > 0 {
+			rps = fmt.Sprint(e.RetryRPS)
+		}
+		switch {
+		case !e.Enabled:
+			enabled, note = "no", e.DisabledReason
+		case e.FailingSince != nil:
+			note = "failing since " + e.FailingSince.UTC().Format(time.RFC3339) + ": " + e.LastError
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.URL, eventsText(e.EventTypes), enabled, rps, note)
+	}
+	_ = w.Flush()
+	return exitOK
+}
+
+func endpointsUpdate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := endpointsFlags("update", stderr)
+	u := fs.String("url", "", "new URL")
+	events := fs.String("events", "", `subscribed event types, comma-separated ("" or "*": every type)`)
+	rps := fs.Int("retry-rps", 0, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
+	name, code, ok := oneName(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	var up endpoints.Update
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "url":
+			up.URL = u
+		case "retry-rps":
+			up.RetryRPS = rps
+		case "events":
+			var types []string
+			if types, err = parseEvents(*events); err == nil {
+				up.Events = &types
+			}
+		}
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "worker endpoints update: %v\n", err)
+		return exitUsage
+	}
+	if up == (endpoints.Update{}) {
+		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps")
+		return exitUsage
+	}
+	s, done, code := endpointsStore(ctx, getenv, stderr, "update")
+	if s == nil {
+		return code
+	}
+	defer done()
+	e, err := s.Update(ctx, name, up)
+	if err != nil {
+		return endpointsFail(stderr, "update", name, err)
+	}
+	rpsText := "WEBHOOK_RETRY_RPS"
+	if e.RetryRPS > 0 {
+		rpsText = fmt.Sprint(e.RetryRPS)
+	}
+	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s\n", e.Name, displayURL(e.URL), eventsText(e.EventTypes), rpsText)
+	return exitOK
+}
+
+func endpointsDisable(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := endpointsFlags("disable", stderr)
+	reason := fs.String("reason", "disabled by operator", "why (kept on the endpoint and in its dead letters)")
+	name, code, ok := oneName(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	s, done, code := endpointsStore(ctx, getenv, stderr, "disable")
+	if s == nil {
+		return code
+	}
+	defer done()
+	moved, err := s.DisableByName(ctx, name, *reason)
+	if err != nil {
+		return endpointsFail(stderr, "disable", name, err)
+	}
+	fmt.Fprintf(stdout, "disabled endpoint %s; %d pending deliveries dead-lettered\n", name, moved)
+	if moved > 0 {
+		fmt.Fprintf(stdout, "to recover them: worker endpoints enable %s && worker dlq replay --endpoint %s\n", name, name)
+	}
+	return exitOK
+}
+
+func endpointsEnable(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := endpointsFlags("enable", stderr)
+	name, code, ok := oneName(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	s, done, code := endpointsStore(ctx, getenv, stderr, "enable")
+	if s == nil {
+		return code
+	}
+	defer done()
+	if _, err := s.Enable(ctx, name); err != nil {
+		return endpointsFail(stderr, "enable", name, err)
+	}
+	fmt.Fprintf(stdout, "enabled endpoint %s; its dead letters, if any, are sent again by: worker dlq replay --endpoint %s\n", name, name)
+	return exitOK
+}
+
+func endpointsRemove(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := endpointsFlags("remove", stderr)
+	force := fs.Bool("force", false, "dead-letter its pending deliveries and remove it")
+	name, code, ok := oneName(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	s, done, code := endpointsStore(ctx, getenv, stderr, "remove")
+	if s == nil {
+		return code
+	}
+	defer done()
+	moved, err := s.Remove(ctx, name, *force)
+	if err != nil {
+		return endpointsFail(stderr, "remove", name, err)
+	}
+	fmt.Fprintf(stdout, "removed endpoint %s; %d pending deliveries dead-lettered\n", name, moved)
+	return exitOK
+}
