@@ -3,26 +3,37 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fluxora/webhook-worker/endpoints"
 )
 
 const dlqUsage = `usage:
-  worker dlq list [--limit N] [--event TYPE] [--json]
-  worker dlq replay (DELIVERY_ID... | --all) [--event TYPE] [--since T]
-  worker dlq purge --before T [--yes]
+  worker dlq list [--limit N] [--event TYPE] [--endpoint NAME] [--json]
+  worker dlq replay (DELIVERY_ID... | --all | --endpoint NAME) [--event TYPE] [--since T]
+  worker dlq purge --before T [--endpoint NAME] [--yes]
 
 replay re-enqueues each dead letter as a fresh attempt 1 with the same
-delivery id and removes it from webhook_dead_letter in the same transaction.
-An unknown id replays nothing and exits 1. purge without --yes only counts
-and exits 2. T is RFC 3339, a date (2026-12-01) or an age (24h, 7d).
-Exit codes: 0 ok, 1 failure (database, unknown id), 2 usage, 3 not migrated.
+delivery id, for the same endpoint only, and removes it from
+webhook_dead_letter in the same transaction. An unknown id replays nothing
+and exits 1; so does an id whose endpoint is disabled or removed. With
+--all or --endpoint, the dead letters of disabled or removed endpoints are
+skipped (stderr says how many and why) and the others replayed.
+--endpoint NAME keeps the dead letters of that endpoint ("default": the
+WEBHOOK_URL endpoint). purge without --yes only counts and exits 2. T is
+RFC 3339, a date (2026-12-01) or an age (24h, 7d).
+Exit codes: 0 ok, 1 failure (database, unknown id or endpoint, endpoint
+disabled), 2 usage, 3 not migrated.
 `
 
 func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -54,6 +65,7 @@ func dlqFlags(name string, stderr io.Writer) *flag.FlagSet {
 
 type deadLetter struct {
 	DeliveryID string    `json:"delivery_id"`
+	Endpoint   string    `json:"endpoint"`
 	Event      string    `json:"event_type"`
 	Attempts   int       `json:"attempts"`
 	LastStatus *int      `json:"last_status"`
@@ -65,6 +77,7 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 	fs := dlqFlags("list", stderr)
 	limit := fs.Int("limit", 50, "most entries, newest first")
 	event := fs.String("event", "", "only this event type")
+	endpoint := fs.String("endpoint", "", `only this endpoint's ("default": the WEBHOOK_URL one)`)
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -78,8 +91,15 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 		return code
 	}
 	defer pool.Close()
-	rows, err := pool.Query(ctx, `SELECT delivery_id::text, event_type, attempts, last_status, last_error, died_at
-		FROM webhook_dead_letter WHERE ($1 = '' OR event_type = $1) ORDER BY died_at DESC, id DESC LIMIT $2`, *event, *limit)
+	ep, err := resolveEndpoint(ctx, pool, *endpoint)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker dlq list: %v\n", err)
+		return exitFailure
+	}
+	rows, err := pool.Query(ctx, `SELECT d.delivery_id::text, `+endpointNameSQL+`, d.event_type, d.attempts, d.last_status, d.last_error, d.died_at
+		FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		WHERE ($1 = '' OR d.event_type = $1) AND `+endpointFilterSQL("$3", "$4")+`
+		ORDER BY d.died_at DESC, d.id DESC LIMIT $2`, *event, *limit, ep.given, ep.id)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker dlq list: %v\n", err)
 		return exitFailure
@@ -97,41 +117,112 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 		return exitOK
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "DELIVERY ID\tEVENT\tATTEMPTS\tSTATUS\tDIED AT\tLAST ERROR")
+	fmt.Fprintln(w, "DELIVERY ID\tENDPOINT\tEVENT\tATTEMPTS\tSTATUS\tDIED AT\tLAST ERROR")
 	for _, d := range list {
 		status := "-"
 		if d.LastStatus != nil {
 			status = fmt.Sprint(*d.LastStatus)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.DeliveryID, d.Event, d.Attempts, status, d.DiedAt.UTC().Format(time.RFC3339), d.LastError)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.DeliveryID, d.Endpoint, d.Event, d.Attempts, status, d.DiedAt.UTC().Format(time.RFC3339), d.LastError)
 	}
 	_ = w.Flush()
 	return exitOK
 }
 
+// endpointNameSQL is the endpoint of dead letter d, with e its LEFT JOIN on
+// webhook_endpoints: "default" for the WEBHOOK_URL endpoint, "(removed)"
+// when the endpoint no longer exists.
+const endpointNameSQL = `CASE WHEN d.endpoint_id IS NULL THEN '` + endpoints.DefaultName + `' ELSE coalesce(e.name, '(removed)') END`
+
+// endpointFilterSQL keeps the dead letters d of the endpoint given by the
+// parameters given (boolean: --endpoint was given) and id (uuid, NULL for
+// the WEBHOOK_URL endpoint).
+func endpointFilterSQL(given, id string) string {
+	return "(NOT " + given + "::boolean OR d.endpoint_id IS NOT DISTINCT FROM " + id + "::uuid)"
+}
+
+// endpointArg is --endpoint resolved: given false when it was not.
+type endpointArg struct {
+	given bool
+	id    *string // nil: the WEBHOOK_URL endpoint
+}
+
+// resolveEndpoint looks the --endpoint name up; "default" is the WEBHOOK_URL
+// endpoint (endpoint_id NULL). An unknown name is an error naming it.
+func resolveEndpoint(ctx context.Context, pool *pgxpool.Pool, name string) (endpointArg, error) {
+	if name == "" {
+		return endpointArg{}, nil
+	}
+	if name == endpoints.DefaultName {
+		return endpointArg{given: true}, nil
+	}
+	var id string
+	err := pool.QueryRow(ctx, "SELECT id::text FROM webhook_endpoints WHERE name = $1", name).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return endpointArg{}, fmt.Errorf("--endpoint: no endpoint named %q", name)
+	} else if err != nil {
+		return endpointArg{}, err
+	}
+	return endpointArg{given: true, id: &id}, nil
+}
+
+// replayFilterSQL selects the dead letters a replay is about: ids ($1, NULL
+// for all), event type ($2), died since ($3), endpoint ($4, $5).
+var replayFilterSQL = `($1::uuid[] IS NULL OR d.delivery_id = ANY($1))
+    AND ($2 = '' OR d.event_type = $2)
+    AND ($3::timestamptz IS NULL OR d.died_at >= $3)
+    AND ` + endpointFilterSQL("$4", "$5")
+
 // replaySQL moves dead letters back to the outbox in one statement: a
-// replay can never lose or duplicate an entry.
-const replaySQL = `WITH moved AS (
-  DELETE FROM webhook_dead_letter
-  WHERE ($1::uuid[] IS NULL OR delivery_id = ANY($1))
-    AND ($2 = '' OR event_type = $2)
-    AND ($3::timestamptz IS NULL OR died_at >= $3)
-  RETURNING delivery_id, event_type, payload)
-INSERT INTO webhook_outbox (delivery_id, event_type, payload) SELECT delivery_id, event_type, payload FROM moved`
+// replay can never lose or duplicate an entry. Each goes back to its own
+// endpoint: a targeted row for an endpoint of the table; for the WEBHOOK_URL
+// endpoint, an event row with fanout 1 ("already fanned out"), which only
+// that endpoint receives (fanout NULL would fan the event out to every
+// endpoint again). Dead letters of a disabled or removed endpoint stay.
+var replaySQL = `WITH moved AS (
+  DELETE FROM webhook_dead_letter d
+  WHERE ` + replayFilterSQL + `
+    AND (d.endpoint_id IS NULL OR EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
+  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id)
+INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout)
+SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL THEN 1 END FROM moved`
+
+// blockedSQL counts the dead letters of the same selection that replaySQL
+// leaves, by endpoint; the name is empty when the endpoint was removed.
+var blockedSQL = `SELECT d.endpoint_id::text, coalesce(e.name, ''), count(*)
+FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
+WHERE ` + replayFilterSQL + `
+  AND d.endpoint_id IS NOT NULL AND (e.id IS NULL OR NOT e.enabled)
+GROUP BY 1, 2 ORDER BY 2, 1`
+
+// blocked is the dead letters of one endpoint a replay cannot send.
+type blocked struct {
+	id    string
+	name  string // "": removed
+	count int64
+}
+
+func (b blocked) String() string {
+	if b.name == "" {
+		return fmt.Sprintf("%d dead letters of a removed endpoint (id %s): it no longer exists, they cannot be replayed", b.count, b.id)
+	}
+	return fmt.Sprintf("%d dead letters of endpoint %s: endpoint %s is disabled: run `worker endpoints enable %s` first", b.count, b.name, b.name, b.name)
+}
 
 func dlqReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := dlqFlags("replay", stderr)
-	all := fs.Bool("all", false, "replay every dead letter (with --event/--since: every matching one)")
+	all := fs.Bool("all", false, "replay every dead letter (with --event/--since/--endpoint: every matching one)")
 	event := fs.String("event", "", "only this event type")
 	since := fs.String("since", "", "only those that died at or after T")
+	endpoint := fs.String("endpoint", "", `only this endpoint's ("default": the WEBHOOK_URL one)`)
 	ids, err := parseInterleaved(fs, args)
 	if err == flag.ErrHelp {
 		return exitOK
 	} else if err != nil {
 		return exitUsage
 	}
-	if *all == (len(ids) > 0) {
-		fmt.Fprintln(stderr, "worker dlq replay: give delivery ids or --all (not both)")
+	if (*all || *endpoint != "") == (len(ids) > 0) {
+		fmt.Fprintln(stderr, "worker dlq replay: give delivery ids, or --all or --endpoint NAME (not both)")
 		return exitUsage
 	}
 	var uuids []string
@@ -157,24 +248,38 @@ func dlqReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return code
 	}
 	defer pool.Close()
+	ep, err := resolveEndpoint(ctx, pool, *endpoint)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker dlq replay: %v\n", err)
+		return exitFailure
+	}
+	var idArg any
+	if len(uuids) > 0 {
+		idArg = uuids
+	}
+	params := []any{idArg, *event, sinceT, ep.given, ep.id}
 	var n int64
+	var skipped []blocked
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if len(uuids) > 0 {
-			var missing []string
-			err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(i::text), '{}') FROM unnest($1::uuid[]) i
-				WHERE NOT EXISTS (SELECT 1 FROM webhook_dead_letter d WHERE d.delivery_id = i)`, uuids).Scan(&missing)
-			if err != nil {
-				return err
-			}
-			if len(missing) > 0 {
-				return fmt.Errorf("not in the dead letter table: %v (nothing replayed)", missing)
-			}
+		if err := replayable(ctx, tx, uuids); err != nil {
+			return err
 		}
-		var idArg any
-		if len(uuids) > 0 {
-			idArg = uuids
+		rows, err := tx.Query(ctx, blockedSQL, params...)
+		if err != nil {
+			return err
 		}
-		tag, err := tx.Exec(ctx, replaySQL, idArg, *event, sinceT)
+		var b blocked
+		if _, err := pgx.ForEachRow(rows, []any{&b.id, &b.name, &b.count}, func() error { skipped = append(skipped, b); return nil }); err != nil {
+			return err
+		}
+		if len(uuids) > 0 && len(skipped) > 0 {
+			why := make([]string, len(skipped))
+			for i, b := range skipped {
+				why[i] = b.String()
+			}
+			return errors.New(strings.Join(why, "; ") + " (nothing replayed)")
+		}
+		tag, err := tx.Exec(ctx, replaySQL, params...)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -182,13 +287,35 @@ func dlqReplay(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stderr, "worker dlq replay: %v\n", err)
 		return exitFailure
 	}
+	for _, b := range skipped {
+		fmt.Fprintf(stderr, "worker dlq replay: skipped %v\n", b)
+	}
 	fmt.Fprintf(stdout, "replayed %d dead letters\n", n)
 	return exitOK
+}
+
+// replayable checks that every delivery id given is in the dead letter
+// table.
+func replayable(ctx context.Context, tx pgx.Tx, uuids []string) error {
+	if len(uuids) == 0 {
+		return nil
+	}
+	var missing []string
+	err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(i::text), '{}') FROM unnest($1::uuid[]) i
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_dead_letter d WHERE d.delivery_id = i)`, uuids).Scan(&missing)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("not in the dead letter table: %v (nothing replayed)", missing)
+	}
+	return nil
 }
 
 func dlqPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := dlqFlags("purge", stderr)
 	before := fs.String("before", "", "delete dead letters that died before T (required)")
+	endpoint := fs.String("endpoint", "", `only this endpoint's ("default": the WEBHOOK_URL one)`)
 	yes := fs.Bool("yes", false, "really delete (without it, only count)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -207,16 +334,22 @@ func dlqPurge(ctx context.Context, args []string, getenv func(string) string, st
 		return code
 	}
 	defer pool.Close()
+	ep, err := resolveEndpoint(ctx, pool, *endpoint)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker dlq purge: %v\n", err)
+		return exitFailure
+	}
+	where := "FROM webhook_dead_letter d WHERE d.died_at < $1 AND " + endpointFilterSQL("$2", "$3")
 	if !*yes {
 		var n int64
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM webhook_dead_letter WHERE died_at < $1", t).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT count(*) "+where, t, ep.given, ep.id).Scan(&n); err != nil {
 			fmt.Fprintf(stderr, "worker dlq purge: %v\n", err)
 			return exitFailure
 		}
 		fmt.Fprintf(stdout, "would delete %d dead letters that died before %s; add --yes to delete them\n", n, t.UTC().Format(time.RFC3339))
 		return exitUsage
 	}
-	tag, err := pool.Exec(ctx, "DELETE FROM webhook_dead_letter WHERE died_at < $1", t)
+	tag, err := pool.Exec(ctx, "DELETE "+where, t, ep.given, ep.id)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker dlq purge: %v\n", err)
 		return exitFailure
