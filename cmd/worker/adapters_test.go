@@ -5,6 +5,7 @@ import (
 
 	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
+	"github.com/fluxora/webhook-worker/endpoints"
 )
 
 // store.Record converts the dispatcher's kinds to the claimer's by value.
@@ -40,5 +41,14 @@ func TestOutcomeHealthMatches(t *testing.T) {
 		if claimer.Health(tc.d) != tc.c {
 			t.Errorf("dispatcher health %d is claimer health %d, want %d", tc.d, claimer.Health(tc.d), tc.c)
 		}
+	}
+}
+
+// The WEBHOOK_URL endpoint has one name everywhere: in headers and metric
+// labels (dispatcher), and in the operator commands (endpoints).
+func TestDefaultEndpointNameAgrees(t *testing.T) {
+	t.Parallel()
+	if dispatcher.DefaultEndpointName != endpoints.DefaultName {
+		t.Fatalf("dispatcher says %q, endpoints %q", dispatcher.DefaultEndpointName, endpoints.DefaultName)
 	}
 }

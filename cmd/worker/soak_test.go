@@ -203,28 +203,32 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("%d events dead-lettered", n)
 	}
 
-	// Flat: the later half of the samples stays within the earlier half's
-	// peak plus a margin for what is in flight at the moment of sampling.
+	// Flat: a leak raises the floor, so the later half's lowest sample must
+	// stay within the earlier half's peak plus a margin. Single samples
+	// spike with the idle keep-alive connections a burst of retries leaves
+	// open for 90 s (two goroutines each, up to one per slot), and those
+	// spikes land in either half (measured: 136 goroutines after the first
+	// fault, 61 after the others).
 	if len(samples) < 4 {
 		t.Fatalf("only %d samples; run longer", len(samples))
 	}
 	half := len(samples) / 2
-	peak := func(ss []sample, f func(sample) float64) float64 {
-		return slices.Max(func() []float64 {
-			out := make([]float64, len(ss))
-			for i, s := range ss {
-				out[i] = f(s)
-			}
-			return out
-		}())
+	pick := func(ss []sample, f func(sample) float64, agg func([]float64) float64) float64 {
+		out := make([]float64, len(ss))
+		for i, s := range ss {
+			out[i] = f(s)
+		}
+		return agg(out)
 	}
-	g0, g1 := peak(samples[:half], func(s sample) float64 { return s.goroutines }), peak(samples[half:], func(s sample) float64 { return s.goroutines })
-	h0, h1 := peak(samples[:half], func(s sample) float64 { return s.heap }), peak(samples[half:], func(s sample) float64 { return s.heap })
+	goroutines := func(s sample) float64 { return s.goroutines }
+	heap := func(s sample) float64 { return s.heap }
+	g0, g1 := pick(samples[:half], goroutines, slices.Max[[]float64]), pick(samples[half:], goroutines, slices.Min[[]float64])
+	h0, h1 := pick(samples[:half], heap, slices.Max[[]float64]), pick(samples[half:], heap, slices.Min[[]float64])
 	if g1 > g0+20 {
-		t.Errorf("goroutines grew: peak %v in the first half, %v in the second", g0, g1)
+		t.Errorf("goroutines grew: peak %v in the first half, at least %v all through the second", g0, g1)
 	}
 	if h1 > 1.5*h0+4<<20 {
-		t.Errorf("heap grew: peak %.1f MiB in the first half, %.1f MiB in the second", h0/(1<<20), h1/(1<<20))
+		t.Errorf("heap grew: peak %.1f MiB in the first half, at least %.1f MiB all through the second", h0/(1<<20), h1/(1<<20))
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -4,3 +4,7 @@
 -- migration of its own so that 004's brief ACCESS EXCLUSIVE lock is not
 -- held during the scan.
 ALTER TABLE webhook_outbox VALIDATE CONSTRAINT webhook_outbox_endpoint_id_fkey;
+
+-- `worker dlq … --endpoint NAME` and the per-endpoint dead-letter counts of
+-- `worker status`.
+CREATE INDEX IF NOT EXISTS webhook_dead_letter_endpoint_id_idx ON webhook_dead_letter (endpoint_id);
