@@ -52,7 +52,7 @@ curl -fsS "http://$METRICS_ADDR/readyz" >/dev/null || { echo "worker not ready:"
 
 echo "== enqueueing 5 events, one transaction each, as a producer would; the last one for billing only"
 start=$(date +%s%N)
-psql -q "$DATABASE_URL" <<'SQL'
+psql -q "$DATABASE_URL" >/dev/null <<'SQL'
 BEGIN; INSERT INTO webhook_outbox (event_type, payload) VALUES ('stream.updated', '{"stream": 1}'); COMMIT;
 BEGIN; INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{"invoice": 2}'); COMMIT;
 BEGIN; SELECT webhook_enqueue('stream.updated', '{"stream": 3}'); COMMIT;
@@ -74,7 +74,7 @@ bin/worker status
 echo "== outbox: one row per event, and one per delivery it fanned out to"
 psql "$DATABASE_URL" -c "SELECT o.id, o.event_type, coalesce(e.name, '(event)') AS endpoint, o.fanout, o.delivery_id, o.processed FROM webhook_outbox o LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id ORDER BY o.id"
 echo "== a few metrics"
-curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total\{outcome="delivered"|events_fanned_out_total|events_unrouted_total)' || true
+curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total\{.*outcome="delivered"|events_fanned_out_total|events_unrouted_total)' || true
 b=$(verified "$RUN/billing.log"); a=$(verified "$RUN/audit.log")
 if [ "$b" -ne 3 ] || [ "$a" -ne 4 ] || grep -q rejected "$RUN/billing.log" "$RUN/audit.log"; then
   echo "demo FAILED: billing verified $b (want 3), audit verified $a (want 4)"; cat "$RUN/worker.log"; exit 1
