@@ -44,6 +44,7 @@ func newMetrics(reg prometheus.Registerer, env bool) *metrics {
 		for _, c := range []Class{Delivered, Retryable, Permanent} {
 			m.attempts.WithLabelValues(c.String(), DefaultEndpointName)
 		}
+		m.lag.WithLabelValues(DefaultEndpointName)
 	}
 	return m
 }
