@@ -2,10 +2,7 @@ package endpoints
 
 import (
 	"fmt"
-	"net/netip"
-	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode"
 )
@@ -39,50 +36,6 @@ func validateName(name string) error {
 		return invalid("name", `%q: must be 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`, name)
 	}
 	return nil
-}
-
-// validateURL applies the rules of WEBHOOK_URL (sender.ValidateURL, and
-// webhook_url_problem in the database), with the same texts: https, or http
-// only to a loopback host; a host; a port in 1-65535; no credentials, no
-// fragment, no spaces or control characters. Its errors never quote raw.
-func validateURL(raw string) error {
-	if raw == "" {
-		return invalid("url", "must not be empty")
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil, strings.IndexFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		return invalid("url", "is not a valid URL")
-	case !u.IsAbs() || u.Opaque != "":
-		return invalid("url", "must be an absolute URL")
-	case u.User != nil:
-		return invalid("url", "must not contain credentials")
-	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return invalid("url", "must not contain a fragment")
-	case u.Hostname() == "":
-		return invalid("url", "must have a host")
-	case !validPort(u.Port()):
-		return invalid("url", "must have a port between 1 and 65535")
-	case u.Scheme == "https", u.Scheme == "http" && isLoopback(u.Hostname()):
-		return nil
-	}
-	return invalid("url", "must be https (http only for a loopback host)")
-}
-
-func validPort(p string) bool {
-	if p == "" {
-		return true
-	}
-	n, err := strconv.ParseUint(p, 10, 16)
-	return err == nil && n > 0
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // normalizeEvents checks each subscribed type against the rule of
