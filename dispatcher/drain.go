@@ -43,7 +43,8 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		// could still commit on the server, leaving its rows leased to no
 		// one. Claimed rows are always started; if the worker is stopping
 		// by then, they are released at once.
-		b, err := d.store.Claim(work, d.query(limit))
+		q := d.query(limit)
+		b, err := d.store.Claim(work, q)
 		d.lastClaim = d.cfg.Now()
 		d.sweep.Reset(d.cfg.SweepInterval)
 		if err != nil {
@@ -63,7 +64,7 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		d.claimed(ctx, work, b.Rows)
 		claimed += b.Taken
 		// A fan-out just made rows that are due now: claim them at once.
-		if b.Taken < limit && b.Deliveries == 0 {
+		if b.Taken < q.Limit && b.Deliveries == 0 {
 			break
 		}
 	}
@@ -91,22 +92,30 @@ func (d *Dispatcher) collectFreed() {
 }
 
 // query is the next claim: at most limit rows, none of the endpoints this
-// worker holds at their cap.
+// worker holds at (or within a few slots of) their cap, and no more rows
+// than the endpoint with the least room left can take, so that a claim
+// never brings back rows it must give back unattempted.
 func (d *Dispatcher) query(limit int) Query {
 	q := Query{Limit: limit, SkipEnv: !d.cfg.EnvEndpoint}
 	if !d.capping() {
 		return q
 	}
+	// An endpoint is claimed for again only once it has this many slots
+	// free: a claim for one or two rows at a time would walk the table as
+	// often as rows free up.
+	least := max(1, min(d.cfg.BatchSize, d.cfg.EndpointConcurrency)/4)
 	for id, n := range d.held {
-		if n < d.cfg.EndpointConcurrency {
-			continue
-		}
-		if id == "" {
+		room := d.cfg.EndpointConcurrency - n
+		switch {
+		case room >= least:
+			q.Limit = min(q.Limit, room)
+		case id == "":
 			q.SkipEnv = true
-		} else {
+		default:
 			q.Skip = append(q.Skip, id)
 		}
 	}
+	q.Limit = min(q.Limit, d.cfg.EndpointConcurrency)
 	return q
 }
 
