@@ -55,7 +55,7 @@ const LeaseDefault = 30 * time.Second
 // unrouted). All of it commits together or not at
 // all, so an event is never fanned out twice or half.
 const claimSQL = `WITH due AS (
-  SELECT id, endpoint_id, lease_token IS NOT NULL AS reclaimed, (endpoint_id IS NULL AND fanout IS NULL) AS fan
+  SELECT id, endpoint_id, event_type, lease_token IS NOT NULL AS reclaimed, (endpoint_id IS NULL AND fanout IS NULL) AS fan
   FROM webhook_outbox
   WHERE processed = false AND created_at <= now() AND (locked_until IS NULL OR locked_until <= now())
     AND (endpoint_id IS NULL OR endpoint_id <> ALL($3::uuid[]))
@@ -63,18 +63,16 @@ const claimSQL = `WITH due AS (
   ORDER BY created_at, id
   LIMIT $1
   FOR UPDATE SKIP LOCKED
-), events AS (
-  SELECT o.id, o.delivery_id, o.event_type, o.payload, o.created_at
-  FROM webhook_outbox o JOIN due ON o.id = due.id
-  WHERE due.fan AND o.id = ANY(ARRAY(SELECT id FROM due WHERE fan))
 ), targets AS (
-  SELECT ev.id AS event_id, ev.delivery_id, ev.event_type, ev.payload, ev.created_at, e.id AS endpoint_id
-  FROM events ev JOIN webhook_endpoints e
-    ON e.enabled AND (cardinality(e.event_types) = 0 OR ev.event_type = ANY(e.event_types))
+  SELECT due.id AS event_id, e.id AS endpoint_id
+  FROM due JOIN webhook_endpoints e
+    ON e.enabled AND (cardinality(e.event_types) = 0 OR due.event_type = ANY(e.event_types))
+  WHERE due.fan
 ), fanned AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id)
-  SELECT md5(delivery_id::text || '/' || endpoint_id::text)::uuid, event_type, payload, created_at, endpoint_id
-  FROM targets
+  SELECT md5(o.delivery_id::text || '/' || t.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, t.endpoint_id
+  FROM targets t JOIN webhook_outbox o ON o.id = t.event_id
+  WHERE o.id = ANY(ARRAY(SELECT event_id FROM targets))
 ), counts AS (
   SELECT event_id, count(*)::int AS n FROM targets GROUP BY event_id
 )
