@@ -3,6 +3,8 @@
 -- EXCLUSIVE lock, which lets producers insert meanwhile; it runs in a
 -- migration of its own so that 004's brief ACCESS EXCLUSIVE lock is not
 -- held during the scan.
+SET LOCAL lock_timeout = '200ms'; -- see 003: never queue behind a long transaction
+
 ALTER TABLE webhook_outbox VALIDATE CONSTRAINT webhook_outbox_endpoint_id_fkey;
 
 -- `worker dlq … --endpoint NAME` and the per-endpoint dead-letter counts of
