@@ -98,6 +98,6 @@ func (s *Store) disableFailing(ctx context.Context, id string, after time.Durati
 	}
 	s.m.disabled.WithLabelValues(string(Failing)).Inc()
 	s.log.Warn("endpoints: every attempt failed for too long; endpoint disabled, its pending deliveries dead-lettered",
-		"endpoint", name, "moved", moved, "failing_since", since.UTC(), "failing_for", s.now().Sub(since).Round(time.Second), "disable_after", after)
+		"endpoint", name, "moved", moved, "failing_since", since.UTC(), "failing_for", s.now().Sub(since).Round(time.Second).String(), "disable_after", after.String())
 	return name, nil
 }

@@ -57,9 +57,15 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 }
 
 func dlqFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("worker dlq "+name, flag.ContinueOnError)
+	return commandFlags("worker dlq "+name, dlqUsage, stderr)
+}
+
+// commandFlags is the flag set of an operator command: errors and usage go
+// to stderr, --help prints usage.
+func commandFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, dlqUsage) }
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	return fs
 }
 

@@ -61,10 +61,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 }
 
 func endpointsFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("worker endpoints "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, endpointsUsage) }
-	return fs
+	return commandFlags("worker endpoints "+name, endpointsUsage, stderr)
 }
 
 // endpointsStore connects and returns the store, or nil and the exit code.
