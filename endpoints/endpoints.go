@@ -24,7 +24,7 @@ import (
 )
 
 // DefaultName is the name of the WEBHOOK_URL endpoint of the environment,
-// which is not in the table: Add refuses it, and Stats reports that
+// which is not in the table: Add refuses it.
 // endpoint under it.
 const DefaultName = "default"
 

@@ -207,7 +207,7 @@ func TestDuplicateName(t *testing.T) {
 	}
 }
 
-// Nothing List, Get or Stats return holds the secret, in Go or in JSON.
+// Nothing List or Get return holds the secret, in Go or in JSON.
 func TestSecretNeverReturned(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t)
@@ -218,8 +218,7 @@ func TestSecretNeverReturned(t *testing.T) {
 		t.Fatal(err)
 	}
 	one, _ := s.Get(ctx, "a")
-	stats, _ := s.Stats(ctx)
-	out, _ := json.Marshal([]any{list, one, stats})
+	out, _ := json.Marshal([]any{list, one})
 	if strings.Contains(string(out), secret) || strings.Contains(string(out), "secret") {
 		t.Fatalf("secret in %s", out)
 	}
@@ -385,35 +384,5 @@ func TestRunJanitor(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("RunJanitor: %v", err)
-	}
-}
-
-func TestStats(t *testing.T) {
-	t.Parallel()
-	s, b := setup(t)
-	ctx := context.Background()
-	e := add(t, s, "a")
-	add(t, s, "b")
-	pending(t, b.db, e.ID, 2)                                                                       // 2 due, 2 scheduled, 1 in flight
-	exec(t, b.db, `INSERT INTO webhook_outbox (event_type, payload, fanout) VALUES ('e', '{}', 1)`) // the env endpoint's delivery
-	exec(t, b.db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('e', '{}')`)            // not fanned out: nobody's
-	exec(t, b.db, `INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_error, endpoint_id)
-		VALUES (gen_random_uuid(), 'e', '{}', 1, 'x', $1), (gen_random_uuid(), 'e', '{}', 1, 'x', NULL),
-		       (gen_random_uuid(), 'e', '{}', 1, 'x', gen_random_uuid())`, e.ID)
-	exec(t, b.db, "UPDATE webhook_endpoints SET last_error = 'http 500', last_status = 500, last_error_at = now(), failing_since = now() WHERE id = $1", e.ID)
-	stats, err := s.Stats(ctx)
-	if err != nil || len(stats) != 3 {
-		t.Fatalf("%+v %v", stats, err)
-	}
-	def, a, bb := stats[0], stats[1], stats[2]
-	if def.Name != "default" || def.ID != "" || !def.Enabled || def.Pending != 1 || def.DeadLetters != 1 || def.InFlight != 0 {
-		t.Fatalf("default %+v", def)
-	}
-	if a.Name != "a" || a.Pending != 2 || a.Scheduled != 2 || a.InFlight != 1 || a.DeadLetters != 1 || a.LastStatus != 500 ||
-		a.LastError != "http 500" || a.FailingSince == nil || a.LastErrorAt == nil {
-		t.Fatalf("a %+v", a)
-	}
-	if bb.Name != "b" || bb.Pending+bb.Scheduled+bb.InFlight+bb.DeadLetters != 0 {
-		t.Fatalf("b %+v", bb)
 	}
 }
