@@ -25,7 +25,6 @@ import (
 
 // DefaultName is the name of the WEBHOOK_URL endpoint of the environment,
 // which is not in the table: Add refuses it.
-// endpoint under it.
 const DefaultName = "default"
 
 // Config configures a Store.
