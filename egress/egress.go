@@ -112,6 +112,10 @@ func (e *RefusedError) Error() string {
 	return "egress guard: refused a " + e.Class + " address (" + e.Addr.String() + ")"
 }
 
+// Permanent reports that retrying cannot help: the sender dead-letters the
+// delivery at once rather than retry into the guard.
+func (e *RefusedError) Permanent() bool { return true }
+
 // ErrRefused matches every RefusedError with errors.Is.
 var ErrRefused = errors.New("egress guard: refused")
 

@@ -63,8 +63,8 @@ func TestGuardClassifiesEveryRange(t *testing.T) {
 		{"fd12::1", "unique-local", "", "unique-local"},
 		{"::ffff:10.0.0.1", "private", "private", "private"},
 		{"::ffff:10.1.0.1", "private", "", "private"},
-		{"64:ff9b::a00:1", "private", "private", "private"},      // NAT64 of 10.0.0.1
-		{"2002:c0a8:101::1", "private", "private", "private"},    // 6to4 of 192.168.1.1
+		{"64:ff9b::a00:1", "private", "private", "private"},   // NAT64 of 10.0.0.1
+		{"2002:c0a8:101::1", "private", "private", "private"}, // 6to4 of 192.168.1.1
 		{"64:ff9b::c612:1", "benchmarking", "benchmarking", "benchmarking"},
 		// loopback: allowed unless denied, in every form
 		{"127.0.0.1", "", "", "loopback"},

@@ -82,7 +82,12 @@ func (s *Sender) Send(ctx context.Context, r Request) (res Result) {
 	defer cancel()
 	resp, err := s.transport.RoundTrip(s.newRequest(reqCtx, r))
 	if err != nil {
-		return Result{Outcome: Retryable, Error: s.errorText(ctx, reqCtx, err)}
+		outcome := Retryable
+		var p interface{ Permanent() bool }
+		if errors.As(err, &p) && p.Permanent() {
+			outcome = Permanent // e.g. the egress guard refused the address
+		}
+		return Result{Outcome: outcome, Error: s.errorText(ctx, reqCtx, err)}
 	}
 	return s.readResponse(ctx, reqCtx, resp)
 }

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -62,6 +63,13 @@ type Config struct {
 	// proxy environment variables and speaks HTTP/1.1. An *http.Transport
 	// with InsecureSkipVerify is refused.
 	Transport http.RoundTripper
+	// Control, when set, runs before every connection the default
+	// transport dials, with the address it is about to connect to (after
+	// DNS): the egress guard. An error it returns that has a
+	// Permanent() bool method answering true makes the attempt Permanent
+	// (nothing is sent; retrying cannot help). Ignored when Transport is
+	// set.
+	Control func(network, address string, c syscall.RawConn) error
 }
 
 // Sender sends signed webhook requests to one consumer. It is safe for
@@ -100,7 +108,7 @@ func New(cfg Config) (*Sender, error) {
 	}
 	transport := cfg.Transport
 	if transport == nil {
-		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault))
+		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), cfg.Control)
 	}
 	s.transport = transport
 	s.signers.New = func() any { return &signer{mac: hmac.New(sha256.New, s.secret)} }
@@ -143,8 +151,8 @@ func (s *Sender) Close() {
 // in. Dial, TLS handshake and response have no limits of their own: the
 // attempt's context (Config.Timeout) bounds them all, so whichever stalls,
 // the attempt ends as "timeout after <Timeout>".
-func newTransport(maxConns int) *http.Transport {
-	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+func newTransport(maxConns int, control func(network, address string, c syscall.RawConn) error) *http.Transport {
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second, Control: control}
 	return &http.Transport{
 		Proxy:               nil, // never from the environment
 		DialContext:         dialer.DialContext,

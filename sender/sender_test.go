@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -428,5 +429,29 @@ func TestSendContextCanceled(t *testing.T) {
 	res := s.Send(ctx, testRequest())
 	if res.Outcome != sender.Retryable || res.Status != 0 || res.Error != "context canceled" {
 		t.Fatalf("Send = %+v, want retryable \"context canceled\"", res)
+	}
+}
+
+// permanentRefusal is what the egress guard returns.
+type permanentRefusal struct{}
+
+func (permanentRefusal) Error() string   { return "egress guard: refused a private address (10.0.0.1)" }
+func (permanentRefusal) Permanent() bool { return true }
+
+// A Control function that refuses the address stops the request before it
+// is sent, and a permanent refusal makes the attempt Permanent.
+func TestControlRefusalIsPermanent(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	s, err := sender.New(sender.Config{URL: srv.URL, Secret: []byte("k"), Timeout: 5 * time.Second,
+		Control: func(network, address string, c syscall.RawConn) error { return permanentRefusal{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := s.Send(context.Background(), sender.Request{DeliveryID: "d", EventType: "e", Attempt: 1, Payload: []byte(`{}`)})
+	if res.Outcome != sender.Permanent || !strings.Contains(res.Error, "egress guard: refused a private address") || hits.Load() != 0 {
+		t.Fatalf("result %+v, %d requests reached the server", res, hits.Load())
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fluxora/webhook-worker/claimer"
@@ -54,6 +55,7 @@ type httpSenders struct {
 	env      *sender.Sender
 	timeout  time.Duration
 	maxConns int
+	control  func(network, address string, c syscall.RawConn) error // the egress guard
 
 	mu  sync.Mutex
 	per map[string]endpointSender // by endpoint id
@@ -65,8 +67,9 @@ type endpointSender struct {
 	err         string // why the endpoint's URL or secret cannot be used
 }
 
-func newHTTPSenders(env *sender.Sender, timeout time.Duration, maxConns int) *httpSenders {
-	return &httpSenders{env: env, timeout: timeout, maxConns: maxConns, per: map[string]endpointSender{}}
+func newHTTPSenders(env *sender.Sender, timeout time.Duration, maxConns int,
+	control func(network, address string, c syscall.RawConn) error) *httpSenders {
+	return &httpSenders{env: env, timeout: timeout, maxConns: maxConns, control: control, per: map[string]endpointSender{}}
 }
 
 // forRow returns the sender of r's endpoint, or why there is none.
@@ -86,7 +89,7 @@ func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
 	if es.s != nil {
 		es.s.Close()
 	}
-	s, err := sender.New(sender.Config{URL: r.URL, Secret: []byte(r.Secret), Timeout: h.timeout, MaxConns: h.maxConns})
+	s, err := sender.New(sender.Config{URL: r.URL, Secret: []byte(r.Secret), Timeout: h.timeout, MaxConns: h.maxConns, Control: h.control})
 	es = endpointSender{url: r.URL, secret: r.Secret, s: s}
 	if err != nil {
 		// The error names the field, never its value.

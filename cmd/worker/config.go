@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,12 @@ type config struct {
 	GateTimeout      time.Duration // bounds each Redis call of the gates
 	Retention        time.Duration // 0 keeps processed rows
 
+	// EgressAllow opens private, CGNAT, benchmarking or unique-local
+	// ranges to the egress guard; EgressAllowLoopback (default true)
+	// allows loopback addresses.
+	EgressAllow         []netip.Prefix
+	EgressAllowLoopback bool
+
 	LogFormat string // "json" or "text"
 	LogLevel  slog.Level
 }
@@ -93,6 +100,43 @@ func (e *env) int(name string, def, lo, hi int) int {
 		return def
 	}
 	return n
+}
+
+// prefixes parses a comma-separated list of CIDRs ("10.0.0.0/8,fd12::/16");
+// a bare address is its own /32 or /128.
+func (e *env) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range strings.Split(e.getenv(name), ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				e.fail(name, "must be comma-separated CIDRs (e.g. 10.0.0.0/8,fd12::/16), got %q", f)
+				continue
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out
+}
+
+// bool parses true/false (1/0, t/f); empty is def.
+func (e *env) bool(name string, def bool) bool {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.fail(name, "must be true or false, got %q", v)
+		return def
+	}
+	return b
 }
 
 func (e *env) millis(name string, def time.Duration, lo, hi int) time.Duration {
@@ -168,6 +212,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.BreakerThreshold = e.int("WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", 0, 0, 1_000_000)
 	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", breakerResetDefault, 1, 7*24*3600*1000)
 	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gateTimeoutDefault, 1, 10_000)
+	c.EgressAllow = e.prefixes("WEBHOOK_EGRESS_ALLOW")
+	c.EgressAllowLoopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)
 	return c, errors.Join(e.errs...)
 }
 

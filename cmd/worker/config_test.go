@@ -25,7 +25,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.BackoffMax != time.Hour || c.Timeout != 10*time.Second || c.Concurrency != 100 || c.MetricsAddr != ":9464" ||
 		c.ShutdownTimeout != 30*time.Second || c.RetryRPS != 10 || c.BreakerThreshold != 0 ||
 		c.BreakerReset != 5*time.Minute || c.Retention != 7*24*time.Hour || c.LogFormat != "json" ||
-		c.EndpointConcurrency != 25 || c.DisableAfter != 5*24*time.Hour {
+		c.EndpointConcurrency != 25 || c.DisableAfter != 5*24*time.Hour || !c.EgressAllowLoopback || len(c.EgressAllow) != 0 {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -64,6 +64,9 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"WEBHOOK_ENDPOINT_CONCURRENCY", "many"},
 		{"WEBHOOK_ENDPOINT_DISABLE_AFTER", "5s"},
 		{"WEBHOOK_ENDPOINT_DISABLE_AFTER", "soon"},
+		{"WEBHOOK_EGRESS_ALLOW", "10.0.0.0/33"},
+		{"WEBHOOK_EGRESS_ALLOW", "10.0.0.0/8,intranet"},
+		{"WEBHOOK_EGRESS_ALLOW_LOOPBACK", "maybe"},
 		{"LOG_FORMAT", "xml"},
 		{"LOG_LEVEL", "loud"},
 	} {
@@ -124,5 +127,19 @@ func TestConfigEnvEndpointIsOptional(t *testing.T) {
 	env["WEBHOOK_URL"] = "https://hooks.example.com/"
 	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET: is required when WEBHOOK_URL is set") {
 		t.Fatalf("URL without secret: %v", err)
+	}
+}
+
+func TestConfigEgress(t *testing.T) {
+	t.Parallel()
+	env := validEnv()
+	env["WEBHOOK_EGRESS_ALLOW"] = " 10.1.0.0/16, fd12::/16,192.168.7.9 "
+	env["WEBHOOK_EGRESS_ALLOW_LOOPBACK"] = "false"
+	c, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EgressAllowLoopback || len(c.EgressAllow) != 3 || c.EgressAllow[2].String() != "192.168.7.9/32" {
+		t.Fatalf("got %v %v", c.EgressAllowLoopback, c.EgressAllow)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
+	"github.com/fluxora/webhook-worker/egress"
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/listener"
@@ -109,14 +110,16 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	guard := egress.New(egress.Config{Allow: cfg.EgressAllow, DenyLoopback: !cfg.EgressAllowLoopback, Registerer: reg})
 	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
 	if cfg.WebhookURL != "" {
-		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout, MaxConns: cfg.Concurrency})
+		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout,
+			MaxConns: cfg.Concurrency, Control: guard.Control})
 		if err != nil {
 			return err
 		}
 	}
-	snd := newHTTPSenders(envSnd, cfg.Timeout, min(cfg.EndpointConcurrency, cfg.Concurrency))
+	snd := newHTTPSenders(envSnd, cfg.Timeout, min(cfg.EndpointConcurrency, cfg.Concurrency), guard.Control)
 	defer snd.Close()
 	gt, closeGates, err := newGates(cfg, reg, log)
 	if err != nil {
