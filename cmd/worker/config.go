@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fluxora/webhook-worker/egress"
 	"github.com/fluxora/webhook-worker/sender"
 )
 
@@ -100,6 +102,25 @@ func (e *env) int(name string, def, lo, hi int) int {
 		return def
 	}
 	return n
+}
+
+// egressRefusesEnvURL fails when WEBHOOK_URL names an IP address the egress
+// guard would refuse: better a start-up error than every delivery
+// dead-lettered. (A hostname is checked at each dial, after DNS.)
+func (e *env) egressRefusesEnvURL(c config) {
+	u, err := url.Parse(c.WebhookURL)
+	if c.WebhookURL == "" || err != nil {
+		return
+	}
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return
+	}
+	g := egress.New(egress.Config{Allow: c.EgressAllow, DenyLoopback: !c.EgressAllowLoopback})
+	var re *egress.RefusedError
+	if errors.As(g.Check(addr), &re) {
+		e.fail("WEBHOOK_URL", "its address is %s, which the egress guard refuses (list it in WEBHOOK_EGRESS_ALLOW if it is meant)", re.Class)
+	}
 }
 
 // prefixes parses a comma-separated list of CIDRs ("10.0.0.0/8,fd12::/16");
@@ -214,6 +235,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gateTimeoutDefault, 1, 10_000)
 	c.EgressAllow = e.prefixes("WEBHOOK_EGRESS_ALLOW")
 	c.EgressAllowLoopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)
+	e.egressRefusesEnvURL(c)
 	return c, errors.Join(e.errs...)
 }
 

@@ -142,4 +142,19 @@ func TestConfigEgress(t *testing.T) {
 	if c.EgressAllowLoopback || len(c.EgressAllow) != 3 || c.EgressAllow[2].String() != "192.168.7.9/32" {
 		t.Fatalf("got %v %v", c.EgressAllowLoopback, c.EgressAllow)
 	}
+	// A WEBHOOK_URL whose address the guard refuses is a start-up error,
+	// unless the allow list opens it.
+	env["WEBHOOK_URL"] = "https://10.9.9.9/hooks"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "WEBHOOK_URL: its address is private") {
+		t.Fatalf("private WEBHOOK_URL: %v", err)
+	}
+	env["WEBHOOK_EGRESS_ALLOW"] = "10.9.0.0/16"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err != nil {
+		t.Fatalf("allowed private WEBHOOK_URL: %v", err)
+	}
+	env["WEBHOOK_URL"] = "https://169.254.169.254/latest"
+	env["WEBHOOK_EGRESS_ALLOW"] = "169.254.0.0/16"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "link-local") {
+		t.Fatalf("metadata WEBHOOK_URL: %v", err)
+	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // With WEBHOOK_EGRESS_ALLOW_LOOPBACK=false, a real worker process refuses to
-// connect to a loopback consumer, reached as 127.0.0.1 (WEBHOOK_URL) and as
-// localhost (an endpoint): the consumer sees nothing, each delivery is
+// connect to a loopback consumer, reached as localhost (WEBHOOK_URL: an IP
+// literal the guard refuses is a start-up error) and as 127.0.0.1 (an
+// endpoint of the table): the consumers see nothing, each delivery is
 // dead-lettered at once (no retry) with a reason naming the guard and the
 // class, and the refusals are counted. Only loopback is involved: no packet
 // goes anywhere else.
@@ -23,13 +24,13 @@ func TestEgressGuardRefusesLoopbackWhenAsked(t *testing.T) {
 	c := newConsumer(t, nil)
 	byName := newConsumer(t, nil)
 	var id string
-	url := strings.Replace(byName.srv.URL, "127.0.0.1", "localhost", 1)
 	err := db.Pool.QueryRow(context.Background(), `INSERT INTO webhook_endpoints (name, url, secret) VALUES ('local', $1, 'whsec_x')
-		RETURNING id::text`, url).Scan(&id)
+		RETURNING id::text`, byName.srv.URL).Scan(&id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startProcess(t, baseEnv(db, c, map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false", "WEBHOOK_MAX_ATTEMPTS": "10"}))
+	p := startProcess(t, baseEnv(db, c, map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false", "WEBHOOK_MAX_ATTEMPTS": "10",
+		"WEBHOOK_URL": strings.Replace(c.srv.URL, "127.0.0.1", "localhost", 1)}))
 	base := startedWorker(t, p.logs)
 	for range 3 {
 		enqueue(t, db, "e", `{}`, "")
@@ -38,7 +39,7 @@ func TestEgressGuardRefusesLoopbackWhenAsked(t *testing.T) {
 		return db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE attempts = 1 AND last_error LIKE '%egress guard: refused a loopback address%'") == 6
 	})
 	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE endpoint_id = $1", id); n != 3 {
-		t.Fatalf("%d dead letters of the endpoint reached as localhost, want 3", n)
+		t.Fatalf("%d dead letters of the endpoint reached as 127.0.0.1, want 3", n)
 	}
 	if n := len(c.deliveries()) + len(byName.deliveries()); n != 0 {
 		t.Fatalf("the consumers saw %d requests", n)
