@@ -7,6 +7,7 @@ require (
 	github.com/jackc/pgxlisten v0.0.0-20250802141604-12b92425684c
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 )

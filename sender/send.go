@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash"
 	"io"
 	"net/http"
 	"strconv"
@@ -120,16 +121,31 @@ func validHeaderValue(v string) bool {
 
 // newRequest builds the signed POST, timestamped and signed afresh.
 func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
+	now := s.now().Unix()
 	sg := s.signers.Get().(*signer)
-	ts, sig := sg.sign(s.now().Unix(), r.Payload)
+	ts, sig := sg.sign(now, r.Payload)
 	s.signers.Put(sg)
+	var stdSig string
+	if s.headers&StandardHeaders != 0 {
+		mac := s.stdMACs.Get().(hash.Hash)
+		stdSig = signStandard(mac, r.DeliveryID, now, r.Payload)
+		s.stdMACs.Put(mac)
+	}
+	if s.headers&FluxoraHeaders == 0 {
+		sig = "" // the timestamp stays: webhook-timestamp carries the same seconds
+	}
 
-	// One array backs every header value: one allocation instead of eight.
-	vals := [...]string{"application/json", userAgent, r.DeliveryID, r.EventType, ts, sig, strconv.Itoa(r.Attempt), r.Endpoint}
+	// One array backs every header value: one allocation instead of eleven.
+	vals := [...]string{"application/json", userAgent, r.DeliveryID, r.EventType, ts, sig, strconv.Itoa(r.Attempt), r.Endpoint,
+		"", "", stdSig}
+	if stdSig != "" {
+		vals[8], vals[9] = r.DeliveryID, ts
+	}
 	backing := vals[:] // escapes: the header map keeps it
 	h := make(http.Header, len(vals))
 	for i, key := range [...]string{"Content-Type", "User-Agent", "X-Fluxora-Delivery-Id",
-		"X-Fluxora-Event", "X-Fluxora-Timestamp", "X-Fluxora-Signature", "X-Fluxora-Attempt", "X-Fluxora-Endpoint"} {
+		"X-Fluxora-Event", "X-Fluxora-Timestamp", "X-Fluxora-Signature", "X-Fluxora-Attempt", "X-Fluxora-Endpoint",
+		"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
 		if backing[i] != "" {
 			h[key] = backing[i : i+1 : i+1]
 		}

@@ -63,6 +63,11 @@ type Config struct {
 	// proxy environment variables and speaks HTTP/1.1. An *http.Transport
 	// with InsecureSkipVerify is refused.
 	Transport http.RoundTripper
+	// Headers chooses the signature headers: FluxoraHeaders
+	// (x-fluxora-timestamp, x-fluxora-signature), StandardHeaders
+	// (webhook-id, webhook-timestamp, webhook-signature), or both. 0 means
+	// both (the default). The other x-fluxora-* headers are always sent.
+	Headers Headers
 	// Control, when set, runs before every connection the default
 	// transport dials, with the address it is about to connect to (after
 	// DNS): the egress guard. An error it returns that has a
@@ -71,6 +76,15 @@ type Config struct {
 	// set.
 	Control func(network, address string, c syscall.RawConn) error
 }
+
+// Headers is a set of signature header families.
+type Headers int
+
+// The signature header families of Config.Headers.
+const (
+	FluxoraHeaders  Headers = 1 << iota // x-fluxora-timestamp, x-fluxora-signature
+	StandardHeaders                     // webhook-id, webhook-timestamp, webhook-signature
+)
 
 // Sender sends signed webhook requests to one consumer. It is safe for
 // concurrent use.
@@ -84,6 +98,9 @@ type Sender struct {
 	// and no per-request header copies are made for redirect handling.
 	transport http.RoundTripper
 	signers   sync.Pool // of *signer keyed with secret
+	headers   Headers
+	stdKey    []byte    // StandardKey(secret)
+	stdMACs   sync.Pool // of hash.Hash keyed with stdKey
 }
 
 // New returns a Sender, or an error naming each invalid field, such as
@@ -112,6 +129,12 @@ func New(cfg Config) (*Sender, error) {
 	}
 	s.transport = transport
 	s.signers.New = func() any { return &signer{mac: hmac.New(sha256.New, s.secret)} }
+	s.headers = cfg.Headers
+	if s.headers == 0 {
+		s.headers = FluxoraHeaders | StandardHeaders
+	}
+	s.stdKey = StandardKey(s.secret)
+	s.stdMACs.New = func() any { return hmac.New(sha256.New, s.stdKey) }
 	return s, nil
 }
 

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/fluxora/webhook-worker/sender"
 )
 
@@ -178,6 +180,9 @@ func TestSendHeadersAndBody(t *testing.T) {
 		"X-Fluxora-Timestamp":   {"1700000000"},
 		"X-Fluxora-Signature":   {signVector},
 		"X-Fluxora-Attempt":     {"3"},
+		"Webhook-Id":            {"0b7f9c7e-3c1e-4a53-9d51-2f8f3b6c1a10"},
+		"Webhook-Timestamp":     {"1700000000"},
+		"Webhook-Signature":     {standardSignature(t, "0b7f9c7e-3c1e-4a53-9d51-2f8f3b6c1a10", 1700000000, r.body)},
 	}
 	if !maps.EqualFunc(r.header, want, slices.Equal) {
 		t.Errorf("headers =\n%v\nwant exactly\n%v", r.header, want)
@@ -453,5 +458,80 @@ func TestControlRefusalIsPermanent(t *testing.T) {
 	res := s.Send(context.Background(), sender.Request{DeliveryID: "d", EventType: "e", Attempt: 1, Payload: []byte(`{}`)})
 	if res.Outcome != sender.Permanent || !strings.Contains(res.Error, "egress guard: refused a private address") || hits.Load() != 0 {
 		t.Fatalf("result %+v, %d requests reached the server", res, hits.Load())
+	}
+}
+
+// standardSignature is the webhook-signature the official Standard Webhooks
+// library computes for testSecret.
+func standardSignature(t *testing.T, id string, ts int64, body []byte) string {
+	t.Helper()
+	wh, err := standardwebhooks.NewWebhook(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := wh.Sign(id, time.Unix(ts, 0), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+// The signature header families can be chosen; the official library
+// verifies the Standard Webhooks ones, for a whsec_ secret (its base64 part
+// is the key) and for any other secret (its bytes are the key).
+func TestSignatureHeaderFamilies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		headers sender.Headers
+		secret  string
+		fluxora bool
+		std     bool
+	}{
+		{"both by default", 0, "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true, true},
+		{"fluxora only", sender.FluxoraHeaders, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true, false},
+		{"standard only, raw secret", sender.StandardHeaders, "a plain shared secret", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := make(chan *http.Request, 1)
+			bodies := make(chan []byte, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				got <- r
+				bodies <- b
+			}))
+			defer srv.Close()
+			s, err := sender.New(sender.Config{URL: srv.URL, Secret: []byte(tc.secret), Headers: tc.headers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := s.Send(t.Context(), testRequest()); res.Outcome != sender.Delivered {
+				t.Fatalf("%+v", res)
+			}
+			r, body := <-got, <-bodies
+			if (r.Header.Get("X-Fluxora-Signature") != "") != tc.fluxora || (r.Header.Get("Webhook-Signature") != "") != tc.std {
+				t.Fatalf("headers %v", r.Header)
+			}
+			if r.Header.Get("X-Fluxora-Delivery-Id") == "" || r.Header.Get("X-Fluxora-Timestamp") == "" {
+				t.Fatalf("x-fluxora metadata missing: %v", r.Header)
+			}
+			if !tc.std {
+				return
+			}
+			wh, err := standardwebhooks.NewWebhook(tc.secret)
+			if !strings.HasPrefix(tc.secret, "whsec_") {
+				wh, err = standardwebhooks.NewWebhookRaw([]byte(tc.secret))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := wh.Verify(body, r.Header); err != nil {
+				t.Fatalf("the official library refuses the request: %v", err)
+			}
+			if r.Header.Get("Webhook-Timestamp") != r.Header.Get("X-Fluxora-Timestamp") || r.Header.Get("Webhook-Id") != r.Header.Get("X-Fluxora-Delivery-Id") {
+				t.Fatalf("webhook-id/timestamp differ from x-fluxora-*: %v", r.Header)
+			}
+		})
 	}
 }

@@ -1,8 +1,10 @@
 package sender
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"hash"
 	"strconv"
@@ -39,4 +41,38 @@ func (sg *signer) sign(ts int64, body []byte) (tsText, sig string) {
 	hex.Encode(sg.buf[n:n+2*sha256.Size], sg.mac.Sum(sg.sum[:0]))
 	both := string(sg.buf[:n+2*sha256.Size])
 	return both[:n], both[n:]
+}
+
+// StandardKey is the Standard Webhooks signing key of a secret: the
+// base64-decoded part of a "whsec_" secret, and the secret's own bytes
+// otherwise (also a "whsec_" secret whose rest is not base64). A consumer
+// hands the first kind to a Standard Webhooks library as it is
+// (NewWebhook("whsec_…")), the second as raw bytes (NewWebhookRaw).
+func StandardKey(secret []byte) []byte {
+	if rest, ok := bytes.CutPrefix(secret, []byte("whsec_")); ok {
+		if key, err := base64.StdEncoding.DecodeString(string(rest)); err == nil && len(key) > 0 {
+			return key
+		}
+	}
+	return bytes.Clone(secret)
+}
+
+// SignStandard returns the webhook-signature of a request: "v1," and the
+// base64 HMAC-SHA256(key, id + "." + ts + "." + body), key from
+// StandardKey.
+func SignStandard(key []byte, id string, ts int64, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	return signStandard(mac, id, ts, body)
+}
+
+func signStandard(mac hash.Hash, id string, ts int64, body []byte) string {
+	mac.Reset()
+	var buf [20]byte
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write(strconv.AppendInt(buf[:0], ts, 10))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	var sum [sha256.Size]byte
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(sum[:0]))
 }

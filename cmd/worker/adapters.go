@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fluxora/webhook-worker/claimer"
@@ -52,10 +51,8 @@ func (s store) NextDue(ctx context.Context) (d time.Duration, ok bool, err error
 // on first use and made anew when the endpoint's URL or secret changes.
 // Each has its own connections, at most the endpoint's cap of them.
 type httpSenders struct {
-	env      *sender.Sender
-	timeout  time.Duration
-	maxConns int
-	control  func(network, address string, c syscall.RawConn) error // the egress guard
+	env  *sender.Sender
+	base sender.Config // of the table endpoints' senders, but URL and Secret
 
 	mu  sync.Mutex
 	per map[string]endpointSender // by endpoint id
@@ -67,9 +64,8 @@ type endpointSender struct {
 	err         string // why the endpoint's URL or secret cannot be used
 }
 
-func newHTTPSenders(env *sender.Sender, timeout time.Duration, maxConns int,
-	control func(network, address string, c syscall.RawConn) error) *httpSenders {
-	return &httpSenders{env: env, timeout: timeout, maxConns: maxConns, control: control, per: map[string]endpointSender{}}
+func newHTTPSenders(env *sender.Sender, base sender.Config) *httpSenders {
+	return &httpSenders{env: env, base: base, per: map[string]endpointSender{}}
 }
 
 // forRow returns the sender of r's endpoint, or why there is none.
@@ -89,7 +85,9 @@ func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
 	if es.s != nil {
 		es.s.Close()
 	}
-	s, err := sender.New(sender.Config{URL: r.URL, Secret: []byte(r.Secret), Timeout: h.timeout, MaxConns: h.maxConns, Control: h.control})
+	cfg := h.base
+	cfg.URL, cfg.Secret = r.URL, []byte(r.Secret)
+	s, err := sender.New(cfg)
 	es = endpointSender{url: r.URL, secret: r.Secret, s: s}
 	if err != nil {
 		// The error names the field, never its value.

@@ -68,6 +68,9 @@ type config struct {
 	// allows loopback addresses.
 	EgressAllow         []netip.Prefix
 	EgressAllowLoopback bool
+	// SignatureHeaders are the signature header families of every request
+	// (WEBHOOK_SIGNATURE_HEADERS, default both).
+	SignatureHeaders sender.Headers
 
 	LogFormat string // "json" or "text"
 	LogLevel  slog.Level
@@ -121,6 +124,28 @@ func (e *env) egressRefusesEnvURL(c config) {
 	if errors.As(g.Check(addr), &re) {
 		e.fail("WEBHOOK_URL", "its address is %s, which the egress guard refuses (list it in WEBHOOK_EGRESS_ALLOW if it is meant)", re.Class)
 	}
+}
+
+// signatureHeaders parses "fluxora", "standard" or both, comma-separated;
+// empty is both.
+func (e *env) signatureHeaders(name string) sender.Headers {
+	var h sender.Headers
+	for _, f := range strings.Split(e.getenv(name), ",") {
+		switch strings.ToLower(strings.TrimSpace(f)) {
+		case "":
+		case "fluxora":
+			h |= sender.FluxoraHeaders
+		case "standard":
+			h |= sender.StandardHeaders
+		default:
+			e.fail(name, "must be fluxora, standard or both (comma-separated), got %q", f)
+			return sender.FluxoraHeaders | sender.StandardHeaders
+		}
+	}
+	if h == 0 {
+		h = sender.FluxoraHeaders | sender.StandardHeaders
+	}
+	return h
 }
 
 // prefixes parses a comma-separated list of CIDRs ("10.0.0.0/8,fd12::/16");
@@ -236,6 +261,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.EgressAllow = e.prefixes("WEBHOOK_EGRESS_ALLOW")
 	c.EgressAllowLoopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)
 	e.egressRefusesEnvURL(c)
+	c.SignatureHeaders = e.signatureHeaders("WEBHOOK_SIGNATURE_HEADERS")
 	return c, errors.Join(e.errs...)
 }
 

@@ -67,6 +67,7 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"WEBHOOK_EGRESS_ALLOW", "10.0.0.0/33"},
 		{"WEBHOOK_EGRESS_ALLOW", "10.0.0.0/8,intranet"},
 		{"WEBHOOK_EGRESS_ALLOW_LOOPBACK", "maybe"},
+		{"WEBHOOK_SIGNATURE_HEADERS", "svix"},
 		{"LOG_FORMAT", "xml"},
 		{"LOG_LEVEL", "loud"},
 	} {

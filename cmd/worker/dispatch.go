@@ -114,12 +114,13 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
 	if cfg.WebhookURL != "" {
 		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout,
-			MaxConns: cfg.Concurrency, Control: guard.Control})
+			MaxConns: cfg.Concurrency, Control: guard.Control, Headers: cfg.SignatureHeaders})
 		if err != nil {
 			return err
 		}
 	}
-	snd := newHTTPSenders(envSnd, cfg.Timeout, min(cfg.EndpointConcurrency, cfg.Concurrency), guard.Control)
+	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: min(cfg.EndpointConcurrency, cfg.Concurrency),
+		Control: guard.Control, Headers: cfg.SignatureHeaders})
 	defer snd.Close()
 	gt, closeGates, err := newGates(cfg, reg, log)
 	if err != nil {

@@ -124,7 +124,7 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 	h := &recordingHush{}
 	wake := make(chan struct{}, 1)
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store{clm}, Sender: newHTTPSenders(snd, 10*time.Second, 2, nil), Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
+		Store: store{clm}, Sender: newHTTPSenders(snd, sender.Config{Timeout: 10 * time.Second, MaxConns: 2}), Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
 		EnvEndpoint: true,
 		BatchSize:   1, Concurrency: 2, MaxAttempts: 3,
 		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,
