@@ -7,18 +7,29 @@
 // raw body; the timestamp must be within Tolerance (300 s) of now; the body
 // is at most MaxBody (256 KiB). Deliveries are at-least-once: deduplicate by
 // Event.DeliveryID.
+//
+// A request signed only with the Standard Webhooks headers (webhook-id,
+// webhook-timestamp, webhook-signature: "v1," and the base64 HMAC-SHA256 of
+// id + "." + timestamp + "." + body, keyed with the base64 part of a whsec_
+// secret, or the secret's bytes otherwise) is verified by those.
+//
+// During a secret rotation, Previous is accepted until PreviousUntil; after
+// it, a request signed with it only fails with ErrPreviousExpired.
 package verify
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,6 +47,9 @@ var (
 	ErrStale         = errors.New("verify: x-fluxora-timestamp outside the tolerance")
 	ErrBadSignature  = errors.New("verify: signature does not match")
 	ErrBodyTooLarge  = errors.New("verify: body over 256 KiB")
+	// ErrPreviousExpired: the request is signed with the previous secret,
+	// whose grace period (PreviousUntil) is over.
+	ErrPreviousExpired = errors.New("verify: signed with the previous secret, whose grace period is over")
 )
 
 // Verifier checks requests signed with Secret.
@@ -47,6 +61,10 @@ type Verifier struct {
 	Tolerance time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Previous is the secret before a rotation, accepted until
+	// PreviousUntil (the worker's grace period). Optional.
+	Previous      []byte
+	PreviousUntil time.Time
 }
 
 // Event is a verified delivery.
@@ -70,38 +88,118 @@ func (v *Verifier) Verify(r *http.Request) (Event, error) {
 	}
 	ev := Event{DeliveryID: r.Header.Get("x-fluxora-delivery-id"), Type: r.Header.Get("x-fluxora-event"), Body: body}
 	ts, sig := r.Header.Get("x-fluxora-timestamp"), r.Header.Get("x-fluxora-signature")
-	if ev.DeliveryID == "" || ev.Type == "" || ts == "" || sig == "" {
-		return Event{}, ErrMissingHeader
-	}
-	if ev.Timestamp, err = v.Check(ts, sig, body); err != nil {
-		return Event{}, err
+	if sig == "" && r.Header.Get("webhook-signature") != "" {
+		ev.DeliveryID, ts = r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+		if ev.DeliveryID == "" || ev.Type == "" || ts == "" {
+			return Event{}, ErrMissingHeader
+		}
+		if ev.Timestamp, err = v.CheckStandard(ev.DeliveryID, ts, r.Header.Get("webhook-signature"), body); err != nil {
+			return Event{}, err
+		}
+	} else {
+		if ev.DeliveryID == "" || ev.Type == "" || ts == "" || sig == "" {
+			return Event{}, ErrMissingHeader
+		}
+		if ev.Timestamp, err = v.Check(ts, sig, body); err != nil {
+			return Event{}, err
+		}
 	}
 	ev.Attempt, _ = strconv.Atoi(r.Header.Get("x-fluxora-attempt"))
 	return ev, nil
 }
 
+// now is the verifier's clock.
+func (v *Verifier) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+// timestamp parses and checks a timestamp header against the tolerance.
+func (v *Verifier) timestamp(text string) (int64, time.Time, error) {
+	sec, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || sec < 0 {
+		return 0, time.Time{}, ErrBadTimestamp
+	}
+	ts := time.Unix(sec, 0)
+	tol := cmp.Or(v.Tolerance, ToleranceDefault)
+	if d := v.now().Sub(ts); d > tol || d < -tol {
+		return 0, time.Time{}, ErrStale
+	}
+	return sec, ts, nil
+}
+
+// secrets tries sign with the secret, then the previous one: nil when one
+// matches within its validity, ErrPreviousExpired when only an expired
+// previous secret matches, ErrBadSignature otherwise.
+func (v *Verifier) secrets(match func(secret []byte) bool) error {
+	if match(v.Secret) {
+		return nil
+	}
+	if len(v.Previous) > 0 && match(v.Previous) {
+		if v.now().Before(v.PreviousUntil) {
+			return nil
+		}
+		return ErrPreviousExpired
+	}
+	return ErrBadSignature
+}
+
+// CheckStandard verifies Standard Webhooks headers (webhook-id,
+// webhook-timestamp, webhook-signature) and a raw body, returning the
+// timestamp. Any of the space-separated "v1," signatures may match.
+func (v *Verifier) CheckStandard(id, timestamp, signatures string, body []byte) (time.Time, error) {
+	sec, ts, err := v.timestamp(timestamp)
+	if err != nil {
+		return time.Time{}, err
+	}
+	err = v.secrets(func(secret []byte) bool {
+		want := SignStandard(secret, id, sec, body)
+		for _, got := range strings.Fields(signatures) {
+			if hmac.Equal([]byte(want), []byte(got)) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return ts, nil
+}
+
+// SignStandard computes a Standard Webhooks signature as the worker does:
+// "v1," and the base64 HMAC-SHA256(key, id + "." + timestamp + "." + body),
+// the key being the base64 part of a "whsec_" secret, or the secret's bytes.
+func SignStandard(secret []byte, id string, timestamp int64, body []byte) string {
+	key := secret
+	if rest, ok := bytes.CutPrefix(secret, []byte("whsec_")); ok {
+		if k, err := base64.StdEncoding.DecodeString(string(rest)); err == nil && len(k) > 0 {
+			key = k
+		}
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + strconv.FormatInt(timestamp, 10) + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
 // Check verifies a timestamp header, a signature header and a raw body,
 // returning the timestamp.
 func (v *Verifier) Check(timestamp, signature string, body []byte) (time.Time, error) {
-	sec, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil || sec < 0 {
-		return time.Time{}, ErrBadTimestamp
+	sec, ts, err := v.timestamp(timestamp)
+	if err != nil {
+		return time.Time{}, err
 	}
-	ts := time.Unix(sec, 0)
-	now := time.Now()
-	if v.Now != nil {
-		now = v.Now()
-	}
-	tol := cmp.Or(v.Tolerance, ToleranceDefault)
-	if d := now.Sub(ts); d > tol || d < -tol {
-		return time.Time{}, ErrStale
-	}
-	want := Sign(v.Secret, sec, body)
 	if len(body) > MaxBody {
 		return time.Time{}, ErrBodyTooLarge
 	}
-	if !hmac.Equal([]byte(want), []byte(signature)) {
-		return time.Time{}, ErrBadSignature
+	err = v.secrets(func(secret []byte) bool {
+		return hmac.Equal([]byte(Sign(secret, sec, body)), []byte(signature))
+	})
+	if err != nil {
+		return time.Time{}, err
 	}
 	return ts, nil
 }
