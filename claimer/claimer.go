@@ -54,6 +54,9 @@ const LeaseDefault = 30 * time.Second
 // endpoint is at its cap, $4); without one it is marked processed (fanout 0:
 // unrouted). All of it commits together or not at
 // all, so an event is never fanned out twice or half.
+//
+// A rotated endpoint's previous secret is returned only while its grace
+// period lasts by the database clock.
 const claimSQL = `WITH due AS (
   SELECT id, endpoint_id, event_type, lease_token IS NOT NULL AS reclaimed, (endpoint_id IS NULL AND fanout IS NULL) AS fan
   FROM webhook_outbox
@@ -91,6 +94,8 @@ RETURNING o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::
   o.event_type, CASE WHEN o.processed THEN NULL ELSE o.payload::text END, o.attempt, o.created_at, due.reclaimed,
   coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
   coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
+  CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END,
+  CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END,
   o.lease_token IS NOT NULL, due.fan, coalesce(o.fanout, 0),
   (SELECT count(*) FROM webhook_endpoints WHERE enabled)`
 
@@ -173,6 +178,11 @@ type Row struct {
 	Enabled        bool
 	DisabledReason string
 	RetryRPS       int // 0: WEBHOOK_RETRY_RPS
+	// PreviousSecret is the secret a rotation replaced, while its grace
+	// period lasts by the database clock (until PreviousUntil); "" and the
+	// zero time otherwise.
+	PreviousSecret string
+	PreviousUntil  time.Time
 }
 
 // Query is what one Claim takes.
@@ -227,9 +237,10 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	var r Row
 	var leased, fan bool
 	var fanout int
+	var prevUntil *time.Time
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Attempt, &r.CreatedAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
-		&leased, &fan, &fanout, &b.Endpoints}, func() error {
+		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &b.Endpoints}, func() error {
 		b.Taken++
 		if fan {
 			b.FannedOut++
@@ -240,6 +251,10 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 			if fanout == 0 {
 				b.Unrouted = append(b.Unrouted, r.EventType)
 			}
+		}
+		r.PreviousUntil = time.Time{}
+		if prevUntil != nil {
+			r.PreviousUntil = *prevUntil
 		}
 		if leased {
 			b.Rows = append(b.Rows, r)

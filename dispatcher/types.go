@@ -26,6 +26,10 @@ type Row struct {
 	Enabled        bool
 	DisabledReason string
 	RetryRPS       int // 0: the configured default
+	// PreviousSecret, until PreviousUntil, is the secret a rotation
+	// replaced, still signing beside Secret; "" when none is in its grace.
+	PreviousSecret string
+	PreviousUntil  time.Time
 }
 
 // Query is what one claim asks for.

@@ -89,15 +89,20 @@ type Endpoint struct {
 	LastStatus  int        `json:"last_status,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 	DisabledAt  *time.Time `json:"disabled_at,omitempty"`
+	// PreviousSecretUntil is when the secret a rotation replaced stops
+	// signing; nil when none is in its grace period. The secrets
+	// themselves are never read.
+	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
 }
 
 // columns is what scan reads, in its order.
 const columns = `id::text, name, url, event_types, enabled, coalesce(disabled_reason, ''), coalesce(retry_rps, 0),
-  created_at, updated_at, failing_since, coalesce(last_error, ''), coalesce(last_status, 0), last_error_at, disabled_at`
+  created_at, updated_at, failing_since, coalesce(last_error, ''), coalesce(last_status, 0), last_error_at, disabled_at,
+  CASE WHEN secret_previous_until > now() THEN secret_previous_until END`
 
 func (e *Endpoint) fields() []any {
 	return []any{&e.ID, &e.Name, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.RetryRPS,
-		&e.CreatedAt, &e.UpdatedAt, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.DisabledAt}
+		&e.CreatedAt, &e.UpdatedAt, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.DisabledAt, &e.PreviousSecretUntil}
 }
 
 func scan(row pgx.Row) (Endpoint, error) {
@@ -176,7 +181,9 @@ type Update struct {
 	Events *[]string
 	// RetryRPS: 0 clears the override (WEBHOOK_RETRY_RPS applies).
 	RetryRPS *int
-	// Secret rotates the signing secret.
+	// Secret replaces the signing secret at once, with no grace period
+	// (and ends the grace of an earlier rotation): for a leaked secret.
+	// RotateSecret keeps the old one signing for a while.
 	Secret *string
 }
 
@@ -208,7 +215,9 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	e, err := scan(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints SET
 		url = coalesce($2, url), event_types = coalesce($3, event_types),
 		retry_rps = CASE WHEN $4::int IS NULL THEN retry_rps ELSE nullif($4::int, 0) END,
-		secret = coalesce($5, secret)
+		secret = coalesce($5, secret),
+		secret_previous = CASE WHEN $5::text IS NULL THEN secret_previous END,
+		secret_previous_until = CASE WHEN $5::text IS NULL THEN secret_previous_until END
 		WHERE name = $1 RETURNING `+columns, name, u.URL, events, u.RetryRPS, u.Secret))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, notFound(name)

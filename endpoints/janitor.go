@@ -23,16 +23,14 @@ WHERE enabled AND failing_since < now() - $1::bigint * interval '1 microsecond' 
 const lockFailingSQL = `SELECT name, failing_since FROM webhook_endpoints
 WHERE id = $1 AND enabled AND failing_since < now() - $2::bigint * interval '1 microsecond' FOR UPDATE`
 
-// RunJanitor disables, every every (JanitorEveryDefault when 0), the
-// endpoints whose every attempt has failed for after; the first pass runs
-// at once. after 0 means never: it returns at once. It returns nil when ctx
-// ends; a failed pass is logged and the next one runs.
+// RunJanitor, every every (JanitorEveryDefault when 0), disables the
+// endpoints whose every attempt has failed for after (0: never) and erases
+// the previous secrets whose grace period has ended; the first pass runs at
+// once. It returns nil when ctx ends; a failed pass is logged and the next
+// one runs.
 func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) error {
 	if after < 0 || every < 0 {
 		return errors.New("endpoints: janitor: every and after must not be negative")
-	}
-	if after == 0 {
-		return nil
 	}
 	if every == 0 {
 		every = JanitorEveryDefault
@@ -40,7 +38,12 @@ func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) erro
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if _, err := s.DisableFailing(ctx, after); err != nil && ctx.Err() == nil {
+		if after > 0 {
+			if _, err := s.DisableFailing(ctx, after); err != nil && ctx.Err() == nil {
+				s.log.Warn("endpoints: janitor pass failed", "error", err)
+			}
+		}
+		if _, err := s.ForgetExpiredSecrets(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("endpoints: janitor pass failed", "error", err)
 		}
 		select {

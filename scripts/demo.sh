@@ -4,7 +4,9 @@
 # endpoints with `worker endpoints add` (one subscribed to invoice.paid only,
 # one to everything), starts the worker, enqueues events the way a producer
 # does (one of them for one endpoint only) and shows each endpoint receiving
-# exactly what it subscribed to. Everything it starts, it stops.
+# exactly what it subscribed to. Then it rotates one endpoint's secret: its
+# consumer, still on the old secret, keeps verifying during the grace period.
+# Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
@@ -79,4 +81,17 @@ b=$(verified "$RUN/billing.log"); a=$(verified "$RUN/audit.log")
 if [ "$b" -ne 3 ] || [ "$a" -ne 4 ] || grep -q rejected "$RUN/billing.log" "$RUN/audit.log"; then
   echo "demo FAILED: billing verified $b (want 3), audit verified $a (want 4)"; cat "$RUN/worker.log"; exit 1
 fi
-echo "== demo OK: billing received 3, audit 4, every signature verified with the endpoint's own secret"
+echo "== worker endpoints rotate-secret audit --grace 1h: a new secret signs from now on; the audit consumer still holds the old one"
+bin/worker endpoints rotate-secret audit --grace 1h | sed 's/\(shown once): \).*/\1whsec_… (hidden in the demo)/'
+bin/worker endpoints list
+psql -q "$DATABASE_URL" -c "SELECT webhook_enqueue('stream.updated', '{\"stream\": 6}')" >/dev/null
+for _ in $(seq 1 200); do
+  [ "$(verified "$RUN/audit.log")" -ge 5 ] && break
+  sleep 0.05
+done
+echo "== audit, still on its old secret, verifies event 6 by the old secret's signature in webhook-signature (signatures=2):"
+tail -n 1 "$RUN/audit.log"
+if [ "$(verified "$RUN/audit.log")" -ne 5 ] || ! tail -n 1 "$RUN/audit.log" | grep -q 'signatures=2' || grep -q rejected "$RUN/audit.log"; then
+  echo "demo FAILED: the audit consumer did not verify event 6 with its old secret during the grace period"; cat "$RUN/worker.log"; exit 1
+fi
+echo "== demo OK: billing received 3, audit 4 (+1 after its secret's rotation), every signature verified with the endpoint's own secret"

@@ -121,7 +121,8 @@ func validHeaderValue(v string) bool {
 
 // newRequest builds the signed POST, timestamped and signed afresh.
 func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
-	now := s.now().Unix()
+	clock := s.now()
+	now := clock.Unix()
 	sg := s.signers.Get().(*signer)
 	ts, sig := sg.sign(now, r.Payload)
 	s.signers.Put(sg)
@@ -130,6 +131,11 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 		mac := s.stdMACs.Get().(hash.Hash)
 		stdSig = signStandard(mac, r.DeliveryID, now, r.Payload)
 		s.stdMACs.Put(mac)
+		if s.prevKey != nil && clock.Before(s.prevUntil) {
+			mac := s.prevMACs.Get().(hash.Hash)
+			stdSig += " " + signStandard(mac, r.DeliveryID, now, r.Payload) // the new one first
+			s.prevMACs.Put(mac)
+		}
 	}
 	if s.headers&FluxoraHeaders == 0 {
 		sig = "" // the timestamp stays: webhook-timestamp carries the same seconds

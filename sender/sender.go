@@ -75,6 +75,13 @@ type Config struct {
 	// (nothing is sent; retrying cannot help). Ignored when Transport is
 	// set.
 	Control func(network, address string, c syscall.RawConn) error
+	// PreviousSecret is the secret a rotation replaced. Until
+	// PreviousUntil (by Now), webhook-signature carries a second
+	// signature keyed with it, after the one keyed with Secret;
+	// x-fluxora-signature always uses Secret alone. Empty: none.
+	PreviousSecret []byte
+	// PreviousUntil ends PreviousSecret's grace period; required with it.
+	PreviousUntil time.Time
 }
 
 // Headers is a set of signature header families.
@@ -101,6 +108,11 @@ type Sender struct {
 	headers   Headers
 	stdKey    []byte    // StandardKey(secret)
 	stdMACs   sync.Pool // of hash.Hash keyed with stdKey
+	// prevKey is StandardKey(Config.PreviousSecret), nil without one; it
+	// signs beside stdKey while now is before prevUntil.
+	prevKey   []byte
+	prevUntil time.Time
+	prevMACs  sync.Pool // of hash.Hash keyed with prevKey
 }
 
 // New returns a Sender, or an error naming each invalid field, such as
@@ -135,6 +147,10 @@ func New(cfg Config) (*Sender, error) {
 	}
 	s.stdKey = StandardKey(s.secret)
 	s.stdMACs.New = func() any { return hmac.New(sha256.New, s.stdKey) }
+	if len(cfg.PreviousSecret) > 0 {
+		s.prevKey, s.prevUntil = StandardKey(cfg.PreviousSecret), cfg.PreviousUntil
+		s.prevMACs.New = func() any { return hmac.New(sha256.New, s.prevKey) }
+	}
 	return s, nil
 }
 
@@ -143,6 +159,9 @@ func checkConfig(cfg Config) error {
 	var errs []error
 	if len(cfg.Secret) == 0 {
 		errs = append(errs, fieldError("Secret", "must not be empty"))
+	}
+	if len(cfg.PreviousSecret) > 0 && cfg.PreviousUntil.IsZero() {
+		errs = append(errs, fieldError("PreviousUntil", "is required with PreviousSecret"))
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, fieldError("Timeout", "must not be negative"))

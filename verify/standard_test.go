@@ -110,3 +110,47 @@ func TestStandardHeadersAndPreviousSecret(t *testing.T) {
 		}
 	}
 }
+
+// A request as the worker sends it during a rotation: x-fluxora-signature
+// with the new secret alone, webhook-signature with both. A consumer still
+// holding only the old secret is accepted by the second; one holding neither
+// is refused; and a webhook-signature that does not belong to the same
+// delivery and timestamp is not consulted.
+func TestBothFamiliesDuringRotation(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	body := []byte(`{"amount":10}`)
+	clock := func() time.Time { return now }
+	worker := func(stdSecrets ...string) *http.Request {
+		r := standardRequest(t, now, body, stdSecrets...)
+		r.Header.Set("x-fluxora-delivery-id", "msg-1")
+		r.Header.Set("x-fluxora-timestamp", strconv.FormatInt(now.Unix(), 10))
+		r.Header.Set("x-fluxora-signature", verify.Sign([]byte(newSecret), now.Unix(), body))
+		return r
+	}
+	for _, tc := range []struct {
+		name   string
+		secret string
+		req    *http.Request
+		want   error
+	}{
+		{"consumer on the new secret", newSecret, worker(newSecret, oldSecret), nil},
+		{"consumer still on the old secret, in the grace period", oldSecret, worker(newSecret, oldSecret), nil},
+		{"consumer on the old secret after the grace period", oldSecret, worker(newSecret), verify.ErrBadSignature},
+		{"consumer on an unknown secret", "whsec_dW5rbm93bg==", worker(newSecret, oldSecret), verify.ErrBadSignature},
+		{"webhook-id of another delivery", oldSecret, func() *http.Request {
+			r := worker(newSecret, oldSecret)
+			r.Header.Set("x-fluxora-delivery-id", "msg-2")
+			return r
+		}(), verify.ErrBadSignature},
+	} {
+		v := verify.Verifier{Secret: []byte(tc.secret), Now: clock}
+		ev, err := v.Verify(tc.req)
+		if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.want)
+		}
+		if err == nil && (ev.DeliveryID != "msg-1" || string(ev.Body) != string(body)) {
+			t.Errorf("%s: event %+v", tc.name, ev)
+		}
+	}
+}

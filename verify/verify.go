@@ -14,7 +14,10 @@
 // secret, or the secret's bytes otherwise) is verified by those.
 //
 // During a secret rotation, Previous is accepted until PreviousUntil; after
-// it, a request signed with it only fails with ErrPreviousExpired.
+// it, a request signed with it only fails with ErrPreviousExpired. While the
+// worker's grace period lasts, its webhook-signature carries a signature
+// with each secret: a Verifier still holding only the old secret accepts the
+// request by that header, though x-fluxora-signature is the new secret's.
 package verify
 
 import (
@@ -101,7 +104,17 @@ func (v *Verifier) Verify(r *http.Request) (Event, error) {
 			return Event{}, ErrMissingHeader
 		}
 		if ev.Timestamp, err = v.Check(ts, sig, body); err != nil {
-			return Event{}, err
+			// During the worker's grace period x-fluxora-signature is the
+			// new secret's alone, but webhook-signature also carries the
+			// previous secret's: a consumer not yet given the new secret
+			// is accepted by that one.
+			std, id := r.Header.Get("webhook-signature"), r.Header.Get("webhook-id")
+			if !errors.Is(err, ErrBadSignature) || std == "" || id != ev.DeliveryID || r.Header.Get("webhook-timestamp") != ts {
+				return Event{}, err
+			}
+			if ev.Timestamp, err = v.CheckStandard(id, ts, std, body); err != nil {
+				return Event{}, err
+			}
 		}
 	}
 	ev.Attempt, _ = strconv.Atoi(r.Header.Get("x-fluxora-attempt"))

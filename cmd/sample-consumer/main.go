@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -93,8 +94,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if dup {
 		fmt.Fprintf(h.out, "duplicate %s ignored (attempt %d)\n", ev.DeliveryID, ev.Attempt)
 	} else {
-		fmt.Fprintf(h.out, "verified %s %s endpoint=%s attempt=%d body=%s\n", ev.DeliveryID, ev.Type,
-			cmp.Or(r.Header.Get("x-fluxora-endpoint"), "-"), ev.Attempt, ev.Body)
+		// webhook-signature holds two signatures during a secret rotation.
+		fmt.Fprintf(h.out, "verified %s %s endpoint=%s attempt=%d signatures=%d body=%s\n", ev.DeliveryID, ev.Type,
+			cmp.Or(r.Header.Get("x-fluxora-endpoint"), "-"), ev.Attempt, len(strings.Fields(r.Header.Get("webhook-signature"))), ev.Body)
 	}
 	if d := delay(ev.Body); h.honorDelay && d > 0 {
 		t := time.NewTimer(d)

@@ -48,7 +48,8 @@ func (s store) NextDue(ctx context.Context) (d time.Duration, ok bool, err error
 
 // httpSenders sends each row with the sender of its endpoint: env for the
 // WEBHOOK_URL endpoint (nil without one), and one per table endpoint, made
-// on first use and made anew when the endpoint's URL or secret changes.
+// on first use and made anew when the endpoint's URL or secrets change (a
+// rotation, or the end of its grace period).
 // Each has its own connections, at most the endpoint's cap of them.
 type httpSenders struct {
 	env  *sender.Sender
@@ -59,9 +60,10 @@ type httpSenders struct {
 }
 
 type endpointSender struct {
-	url, secret string
-	s           *sender.Sender
-	err         string // why the endpoint's URL or secret cannot be used
+	url, secret, previous string
+	previousUntil         time.Time
+	s                     *sender.Sender
+	err                   string // why the endpoint's URL or secret cannot be used
 }
 
 func newHTTPSenders(env *sender.Sender, base sender.Config) *httpSenders {
@@ -79,7 +81,7 @@ func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	es, ok := h.per[r.EndpointID]
-	if ok && es.url == r.URL && es.secret == r.Secret {
+	if ok && es.url == r.URL && es.secret == r.Secret && es.previous == r.PreviousSecret && es.previousUntil.Equal(r.PreviousUntil) {
 		return es.s, es.err
 	}
 	if es.s != nil {
@@ -87,8 +89,11 @@ func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
 	}
 	cfg := h.base
 	cfg.URL, cfg.Secret = r.URL, []byte(r.Secret)
+	if r.PreviousSecret != "" {
+		cfg.PreviousSecret, cfg.PreviousUntil = []byte(r.PreviousSecret), r.PreviousUntil
+	}
 	s, err := sender.New(cfg)
-	es = endpointSender{url: r.URL, secret: r.Secret, s: s}
+	es = endpointSender{url: r.URL, secret: r.Secret, previous: r.PreviousSecret, previousUntil: r.PreviousUntil, s: s}
 	if err != nil {
 		// The error names the field, never its value.
 		es.err = "endpoint " + r.EndpointName + ": " + err.Error()

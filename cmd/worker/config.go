@@ -37,16 +37,21 @@ const (
 
 // config is the whole environment configuration, parsed and validated.
 type config struct {
-	DatabaseURL  string
-	WebhookURL   string // "" when there is no WEBHOOK_URL endpoint
-	Secret       []byte
-	PollInterval time.Duration
-	BatchSize    int
-	MaxAttempts  int
-	BackoffBase  time.Duration
-	BackoffMax   time.Duration
-	Timeout      time.Duration
-	Concurrency  int
+	DatabaseURL string
+	WebhookURL  string // "" when there is no WEBHOOK_URL endpoint
+	Secret      []byte
+	// SecretPrevious, until SecretPreviousUntil, also signs the WEBHOOK_URL
+	// endpoint's webhook-signature (a rotation's grace period); nil when
+	// WEBHOOK_SECRET_PREVIOUS is unset.
+	SecretPrevious      []byte
+	SecretPreviousUntil time.Time
+	PollInterval        time.Duration
+	BatchSize           int
+	MaxAttempts         int
+	BackoffBase         time.Duration
+	BackoffMax          time.Duration
+	Timeout             time.Duration
+	Concurrency         int
 	// EndpointConcurrency caps one endpoint's rows in flight in this
 	// worker; defaults to a quarter of Concurrency.
 	EndpointConcurrency int
@@ -124,6 +129,33 @@ func (e *env) egressRefusesEnvURL(c config) {
 	if errors.As(g.Check(addr), &re) {
 		e.fail("WEBHOOK_URL", "its address is %s, which the egress guard refuses (list it in WEBHOOK_EGRESS_ALLOW if it is meant)", re.Class)
 	}
+}
+
+// previousSecret reads WEBHOOK_SECRET_PREVIOUS and
+// WEBHOOK_SECRET_PREVIOUS_UNTIL (RFC 3339), which come together, and only
+// beside WEBHOOK_SECRET. An end already past is accepted (the previous
+// secret then signs nothing; the start-up log says so).
+func (e *env) previousSecret(haveSecret bool) ([]byte, time.Time) {
+	prev, until := e.getenv("WEBHOOK_SECRET_PREVIOUS"), strings.TrimSpace(e.getenv("WEBHOOK_SECRET_PREVIOUS_UNTIL"))
+	switch {
+	case prev == "" && until == "":
+		return nil, time.Time{}
+	case prev == "":
+		e.fail("WEBHOOK_SECRET_PREVIOUS", "is required when WEBHOOK_SECRET_PREVIOUS_UNTIL is set")
+		return nil, time.Time{}
+	case until == "":
+		e.fail("WEBHOOK_SECRET_PREVIOUS_UNTIL", "is required when WEBHOOK_SECRET_PREVIOUS is set: the end of its grace period, RFC 3339 (e.g. 2026-12-05T09:00:00Z)")
+		return nil, time.Time{}
+	case !haveSecret:
+		e.fail("WEBHOOK_SECRET_PREVIOUS", "needs WEBHOOK_SECRET (the new secret) beside it")
+		return nil, time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, until)
+	if err != nil {
+		e.fail("WEBHOOK_SECRET_PREVIOUS_UNTIL", "must be an RFC 3339 time such as 2026-12-05T09:00:00Z, got %q", until)
+		return nil, time.Time{}
+	}
+	return []byte(prev), t
 }
 
 // signatureHeaders parses "fluxora", "standard" or both, comma-separated;
@@ -228,6 +260,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	case c.WebhookURL == "" && len(c.Secret) > 0:
 		e.fail("WEBHOOK_URL", "is required when WEBHOOK_SECRET is set (or unset both to deliver only to the endpoints of webhook_endpoints)")
 	}
+	c.SecretPrevious, c.SecretPreviousUntil = e.previousSecret(len(c.Secret) > 0)
 	if c.WebhookURL != "" {
 		if _, err := sender.ValidateURL(c.WebhookURL); err != nil {
 			e.fail("WEBHOOK_URL", "%v", err)

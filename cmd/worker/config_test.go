@@ -159,3 +159,45 @@ func TestConfigEgress(t *testing.T) {
 		t.Fatalf("metadata WEBHOOK_URL: %v", err)
 	}
 }
+
+func TestConfigPreviousSecret(t *testing.T) {
+	t.Parallel()
+	env := validEnv()
+	env["WEBHOOK_SECRET_PREVIOUS"] = "whsec_old_do_not_print"
+	env["WEBHOOK_SECRET_PREVIOUS_UNTIL"] = "2026-12-05T09:00:00+01:00"
+	c, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.SecretPrevious) != "whsec_old_do_not_print" || !c.SecretPreviousUntil.Equal(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)) {
+		t.Fatalf("got %q until %s", c.SecretPrevious, c.SecretPreviousUntil)
+	}
+	for _, tc := range []struct {
+		set, unset []string
+		until      string
+		want       string
+	}{
+		{unset: []string{"WEBHOOK_SECRET_PREVIOUS_UNTIL"}, want: "WEBHOOK_SECRET_PREVIOUS_UNTIL: is required when WEBHOOK_SECRET_PREVIOUS is set"},
+		{unset: []string{"WEBHOOK_SECRET_PREVIOUS"}, want: "WEBHOOK_SECRET_PREVIOUS: is required when WEBHOOK_SECRET_PREVIOUS_UNTIL is set"},
+		{until: "tomorrow", want: `WEBHOOK_SECRET_PREVIOUS_UNTIL: must be an RFC 3339 time such as 2026-12-05T09:00:00Z, got "tomorrow"`},
+		{until: "2026-12-05 09:00", want: "WEBHOOK_SECRET_PREVIOUS_UNTIL: must be an RFC 3339 time"},
+		{unset: []string{"WEBHOOK_URL", "WEBHOOK_SECRET"}, want: "WEBHOOK_SECRET_PREVIOUS: needs WEBHOOK_SECRET"},
+	} {
+		e := validEnv()
+		e["WEBHOOK_SECRET_PREVIOUS"] = "whsec_old_do_not_print"
+		e["WEBHOOK_SECRET_PREVIOUS_UNTIL"] = "2026-12-05T09:00:00Z"
+		if tc.until != "" {
+			e["WEBHOOK_SECRET_PREVIOUS_UNTIL"] = tc.until
+		}
+		for _, k := range tc.unset {
+			delete(e, k)
+		}
+		_, err := loadConfig(func(k string) string { return e[k] })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want %q", tc, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "do_not_print") {
+			t.Errorf("%+v: the error quotes a secret: %v", tc, err)
+		}
+	}
+}

@@ -114,10 +114,12 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
 	if cfg.WebhookURL != "" {
 		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout,
-			MaxConns: cfg.Concurrency, Control: guard.Control, Headers: cfg.SignatureHeaders})
+			MaxConns: cfg.Concurrency, Control: guard.Control, Headers: cfg.SignatureHeaders,
+			PreviousSecret: cfg.SecretPrevious, PreviousUntil: cfg.SecretPreviousUntil})
 		if err != nil {
 			return err
 		}
+		logPreviousSecret(log, cfg, time.Now())
 	}
 	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: min(cfg.EndpointConcurrency, cfg.Concurrency),
 		Control: guard.Control, Headers: cfg.SignatureHeaders})
@@ -265,4 +267,18 @@ func boundRedisCalls(opt *redis.Options, timeout time.Duration) {
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.PoolTimeout = timeout
+}
+
+// logPreviousSecret says whether WEBHOOK_SECRET_PREVIOUS still signs, and
+// until when; never the secret.
+func logPreviousSecret(log *slog.Logger, cfg config, now time.Time) {
+	switch {
+	case cfg.SecretPrevious == nil:
+	case now.Before(cfg.SecretPreviousUntil):
+		log.Info("WEBHOOK_SECRET_PREVIOUS signs beside WEBHOOK_SECRET until its grace period ends",
+			"until", cfg.SecretPreviousUntil.UTC().Format(time.RFC3339))
+	default:
+		log.Warn("WEBHOOK_SECRET_PREVIOUS_UNTIL has passed: the previous secret signs nothing; unset both variables",
+			"until", cfg.SecretPreviousUntil.UTC().Format(time.RFC3339))
+	}
 }

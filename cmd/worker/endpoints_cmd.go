@@ -22,6 +22,7 @@ const endpointsUsage = `usage:
   worker endpoints disable NAME [--reason R]
   worker endpoints enable NAME
   worker endpoints remove NAME [--force]
+  worker endpoints rotate-secret NAME [--grace 24h] [--secret S]
 
 An endpoint receives the events of the types it subscribes to (--events;
 omitted, "" or "*": every type), signed with its own secret. Without
@@ -30,6 +31,14 @@ it once: store it then, no command shows it again. URLs: https, or http only
 to a loopback host; no credentials. --retry-rps overrides WEBHOOK_RETRY_RPS
 (update --retry-rps 0 clears it). Changes reach running workers within a
 second.
+
+rotate-secret makes a new secret (generated and printed once without
+--secret) sign from now on, and keeps the one it replaces signing beside it
+in webhook-signature for --grace (default 24h, at most 30 days; 0: none),
+counted by the database clock, so that restarting workers neither extends
+nor shortens it. x-fluxora-signature uses the new secret alone. Rotating
+again during a grace period ends that one. For a secret that leaked,
+--grace 0: the old one stops signing at once.
 
 disable moves the endpoint's pending deliveries to the dead-letter table;
 enable, then worker dlq replay --endpoint NAME, sends them again. remove
@@ -47,6 +56,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	cmds := map[string]func(context.Context, []string, func(string) string, io.Writer, io.Writer) int{
 		"add": endpointsAdd, "list": endpointsList, "update": endpointsUpdate,
 		"disable": endpointsDisable, "enable": endpointsEnable, "remove": endpointsRemove,
+		"rotate-secret": endpointsRotateSecret,
 	}
 	if cmd, ok := cmds[args[0]]; ok {
 		return cmd(ctx, args[1:], getenv, stdout, stderr)
@@ -219,11 +229,14 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		return exitOK
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tDISABLED REASON / LAST ERROR")
+	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tPREVIOUS SECRET UNTIL\tDISABLED REASON / LAST ERROR")
 	for _, e := range list {
-		enabled, rps, note := "yes", "-", "-"
+		enabled, rps, prev, note := "yes", "-", "-", "-"
 		if e.RetryRPS > 0 {
 			rps = fmt.Sprint(e.RetryRPS)
+		}
+		if e.PreviousSecretUntil != nil {
+			prev = e.PreviousSecretUntil.UTC().Format(time.RFC3339)
 		}
 		switch {
 		case !e.Enabled:
@@ -231,7 +244,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		case e.FailingSince != nil:
 			note = "failing since " + e.FailingSince.UTC().Format(time.RFC3339) + ": " + e.LastError
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.URL, eventsText(e.EventTypes), enabled, rps, note)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.URL, eventsText(e.EventTypes), enabled, rps, prev, note)
 	}
 	_ = w.Flush()
 	return exitOK
@@ -344,5 +357,42 @@ func endpointsRemove(ctx context.Context, args []string, getenv func(string) str
 		return endpointsFail(stderr, "remove", name, err)
 	}
 	fmt.Fprintf(stdout, "removed endpoint %s; %d pending deliveries dead-lettered\n", name, moved)
+	return exitOK
+}
+
+func endpointsRotateSecret(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := endpointsFlags("rotate-secret", stderr)
+	grace := fs.Duration("grace", endpoints.GraceDefault, "how long the replaced secret keeps signing (0: not at all; at most 720h)")
+	secret := fs.String("secret", "", "the new secret (default: generated and printed once)")
+	name, code, ok := oneName(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	generated := *secret == ""
+	if generated {
+		var err error
+		if *secret, err = endpoints.GenerateSecret(); err != nil {
+			fmt.Fprintf(stderr, "worker endpoints rotate-secret: %v\n", err)
+			return exitFailure
+		}
+	}
+	s, done, code := endpointsStore(ctx, getenv, stderr, "rotate-secret")
+	if s == nil {
+		return code
+	}
+	defer done()
+	e, err := s.RotateSecret(ctx, name, *secret, *grace)
+	if err != nil {
+		return endpointsFail(stderr, "rotate-secret", name, err)
+	}
+	if e.PreviousSecretUntil != nil {
+		fmt.Fprintf(stdout, "rotated the secret of endpoint %s; the previous secret also signs webhook-signature until %s\n",
+			e.Name, e.PreviousSecretUntil.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(stdout, "rotated the secret of endpoint %s; the previous secret signs nothing from now on\n", e.Name)
+	}
+	if generated {
+		fmt.Fprintf(stdout, "secret (shown once): %s\n", *secret)
+	}
 	return exitOK
 }

@@ -171,6 +171,13 @@ func TestEndpointsRefusals(t *testing.T) {
 		{[]string{"remove", "ghost", "--force"}, exitFailure, `no endpoint named "ghost"`},
 		{[]string{"remove"}, exitUsage, "exactly one endpoint NAME"},
 		{[]string{"list", "--bogus"}, exitUsage, "-bogus"},
+		{[]string{"rotate-secret", "ghost"}, exitFailure, `no endpoint named "ghost"`},
+		{[]string{"rotate-secret", "default"}, exitFailure, "WEBHOOK_URL endpoint of the environment"},
+		{[]string{"rotate-secret"}, exitUsage, "exactly one endpoint NAME"},
+		{[]string{"rotate-secret", "taken", "--grace", "-1s"}, exitUsage, "--grace: must be from 0 (none) to 720h0m0s"},
+		{[]string{"rotate-secret", "taken", "--grace", "721h"}, exitUsage, "--grace: must be from 0 (none) to 720h0m0s"},
+		{[]string{"rotate-secret", "taken", "--grace", "a day"}, exitUsage, "-grace"},
+		{[]string{"rotate-secret", "taken", "--secret", cliSecret}, exitUsage, "--secret: is the endpoint's current secret"},
 		{[]string{"rename", "x"}, exitUsage, `unknown command "rename"`},
 		{nil, exitUsage, "usage:"},
 	} {
