@@ -44,8 +44,19 @@ type Outcome struct {
 	Error string
 	// Health is what the attempt says of the row's endpoint: NoAttempt,
 	// Healthy or Failing. Only webhook_endpoints rows are updated, and only
-	// on a change, so a steady stream writes nothing there.
+	// on a change, so a steady stream writes nothing there. An outcome
+	// whose Health is not NoAttempt records its attempt in
+	// webhook_attempts: the row's attempt number, Started, Took, Status,
+	// AttemptClass and AttemptError.
 	Health Health
+	// Started is when the HTTP attempt began, by the worker's clock; Took
+	// how long it lasted.
+	Started time.Time
+	Took    time.Duration
+	// AttemptClass is "" (delivered), "retryable" or "permanent".
+	AttemptClass string
+	// AttemptError is the attempt's own error text ("" when delivered).
+	AttemptError string
 }
 
 // Health is what an attempt says of its endpoint.
@@ -72,8 +83,9 @@ const (
 // changes (and its last error at most once a second), so that a steady
 // stream of outcomes does not write, nor queue on, the endpoint's row.
 const recordSQL = `WITH r AS (
-  SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::text[], $8::int[])
-    AS r(id, token, kind, attempt, delay_ms, status, error, health)
+  SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::text[], $8::int[],
+      $9::timestamptz[], $10::float8[], $11::text[], $12::text[])
+    AS r(id, token, kind, attempt, delay_ms, status, error, health, started, took_ms, try_class, try_error)
 ), released AS (
   UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
   FROM r
@@ -84,7 +96,12 @@ const recordSQL = `WITH r AS (
   FROM r
   WHERE r.kind <> 5 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout,
-    r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health
+    r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
+    o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
+), tried AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, attempt, started_at, duration_ms, status, error_class, error)
+  SELECT delivery_id, endpoint_id, made, coalesce(started, clock_timestamp()), took_ms, NULLIF(status, 0), NULLIF(try_class, ''), NULLIF(try_error, '')
+  FROM marked WHERE health > 0
 ), requeued AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout)
   SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout
@@ -122,12 +139,17 @@ func (c *Claimer) Record(ctx context.Context, outcomes []Outcome) (written []boo
 	ids, tokens := make([]int64, n), make([]Token, n)
 	kinds, attempts, status := make([]int32, n), make([]int32, n), make([]int32, n)
 	delays, errs, health := make([]int64, n), make([]string, n), make([]int32, n)
+	started, took, classes, tryErrs := make([]*time.Time, n), make([]float64, n), make([]string, n), make([]string, n)
 	for i, o := range outcomes {
 		ids[i], tokens[i], kinds[i] = o.ID, o.Token, int32(o.Kind)
 		attempts[i], delays[i], status[i], errs[i] = int32(o.Attempt), o.Delay.Milliseconds(), int32(o.Status), o.Error
 		health[i] = int32(o.Health)
+		took[i], classes[i], tryErrs[i] = float64(o.Took.Microseconds())/1000, o.AttemptClass, o.AttemptError
+		if !o.Started.IsZero() {
+			started[i] = &o.Started
+		}
 	}
-	rows, err := c.pool.Query(ctx, recordSQL, ids, tokens, kinds, attempts, delays, status, errs, health)
+	rows, err := c.pool.Query(ctx, recordSQL, ids, tokens, kinds, attempts, delays, status, errs, health, started, took, classes, tryErrs)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}

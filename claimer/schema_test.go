@@ -114,7 +114,7 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		if !strings.Contains(claim, "webhook_outbox_pending_idx") || strings.Contains(claim, "Seq Scan on webhook_outbox") {
 			t.Errorf("%s: claim plan:\n%s", mode, claim)
 		}
-		rec := explain(t, conn, "EXPLAIN EXECUTE record_chk('{1,2}', '{"+zero+","+zero+"}', '{1,5}', '{0,0}', '{0,0}', '{0,0}', '{\"\",\"\"}', '{0,0}')")
+		rec := explain(t, conn, "EXPLAIN EXECUTE record_chk('{1,2}', '{"+zero+","+zero+"}', '{1,5}', '{0,0}', '{0,0}', '{0,0}', '{\"\",\"\"}', '{0,0}', '{NULL,NULL}', '{0,0}', '{\"\",\"\"}', '{\"\",\"\"}')")
 		if strings.Contains(rec, "Seq Scan on webhook_outbox") {
 			t.Errorf("%s: record plan:\n%s", mode, rec)
 		}

@@ -25,6 +25,7 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 	if !dec.Allow {
 		return Outcome{ID: r.ID, Token: r.Token, Kind: Defer, Attempt: r.Attempt, Delay: dec.DeferFor}
 	}
+	started := d.cfg.Now()
 	res := d.sender.Send(work, r)
 	if work.Err() != nil {
 		// Cut short by the shutdown timeout: it says nothing of the consumer,
@@ -34,6 +35,10 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 	d.gate.Record(work, r, res.Class, dec.Probe)
 	d.m.attempt(d.label(r), res)
 	o := d.decide(r, res)
+	o.Started, o.Took, o.AttemptError = started, res.Duration, res.Error
+	if res.Class != Delivered {
+		o.AttemptClass = res.Class.String()
+	}
 	d.logAttempt(r, res, o)
 	if res.Status == http.StatusGone && r.EndpointID != "" {
 		d.gone(work, r)

@@ -80,6 +80,14 @@ type Outcome struct {
 	Status  int           // last HTTP status (Dead, Retry), 0 for none
 	Error   string        // last error (Dead, Retry)
 	Health  Health        // what the attempt says of the endpoint
+	// The attempt made, recorded in webhook_attempts when Health is not
+	// NoAttempt: when it began (the dispatcher's clock), how long it took,
+	// its class ("" when delivered, else "retryable" or "permanent") and
+	// its own error text.
+	Started      time.Time
+	Took         time.Duration
+	AttemptClass string
+	AttemptError string
 }
 
 // Health is what an attempt says of its endpoint. The values match the

@@ -1,5 +1,5 @@
-// Package retention deletes processed outbox rows older than the retention
-// period, in small batches, by at most one worker at a time (a session
+// Package retention deletes processed outbox rows, and attempt history
+// (webhook_attempts), older than the retention period, in small batches, by at most one worker at a time (a session
 // advisory lock), so the outbox stays small after months of traffic without
 // long locks.
 package retention
@@ -29,6 +29,13 @@ const deleteSQL = `DELETE FROM webhook_outbox WHERE id IN (
   SELECT id FROM webhook_outbox WHERE processed AND processed_at < now() - $1 * interval '1 millisecond'
   ORDER BY processed_at LIMIT $2)`
 
+// deleteAttemptsSQL prunes webhook_attempts by the same retention, oldest
+// first: ids grow with started_at, so the primary key finds a batch
+// without an index on started_at.
+const deleteAttemptsSQL = `DELETE FROM webhook_attempts WHERE id IN (
+  SELECT id FROM webhook_attempts WHERE started_at < now() - $1 * interval '1 millisecond'
+  ORDER BY id LIMIT $2)`
+
 // Config configures a Deleter.
 type Config struct {
 	// Pool supplies one connection per round. Required.
@@ -48,8 +55,9 @@ type Config struct {
 
 // Deleter runs retention rounds.
 type Deleter struct {
-	cfg     Config
-	deleted prometheus.Counter
+	cfg      Config
+	deleted  prometheus.Counter
+	attempts prometheus.Counter
 }
 
 // New returns a Deleter or an error naming the bad field.
@@ -66,6 +74,9 @@ func New(cfg Config) (*Deleter, error) {
 	return &Deleter{cfg: cfg, deleted: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
 		Name: "fluxora_webhook_retention_deleted_rows_total",
 		Help: "Processed outbox rows deleted by retention.",
+	}), attempts: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
+		Name: "fluxora_webhook_retention_deleted_attempts_total",
+		Help: "Rows of webhook_attempts (the attempt history) deleted by retention.",
 	})}, nil
 }
 
@@ -110,6 +121,16 @@ func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err
 		}
 		deleted += tag.RowsAffected()
 		d.deleted.Add(float64(tag.RowsAffected()))
+		if tag.RowsAffected() < int64(d.cfg.BatchSize) {
+			break
+		}
+	}
+	for {
+		tag, err := conn.Exec(ctx, deleteAttemptsSQL, d.cfg.Retention.Milliseconds(), d.cfg.BatchSize)
+		if err != nil {
+			return deleted, false, fmt.Errorf("retention: delete attempts: %w", err)
+		}
+		d.attempts.Add(float64(tag.RowsAffected()))
 		if tag.RowsAffected() < int64(d.cfg.BatchSize) {
 			return deleted, false, nil
 		}

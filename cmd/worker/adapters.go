@@ -37,7 +37,8 @@ func (s store) Record(ctx context.Context, outcomes []dispatcher.Outcome) ([]boo
 	in := make([]claimer.Outcome, len(outcomes))
 	for i, o := range outcomes {
 		in[i] = claimer.Outcome{ID: o.ID, Token: o.Token, Kind: claimer.Kind(o.Kind),
-			Attempt: o.Attempt, Delay: o.Delay, Status: o.Status, Error: o.Error, Health: claimer.Health(o.Health)}
+			Attempt: o.Attempt, Delay: o.Delay, Status: o.Status, Error: o.Error, Health: claimer.Health(o.Health),
+			Started: o.Started, Took: o.Took, AttemptClass: o.AttemptClass, AttemptError: o.AttemptError}
 	}
 	return s.c.Record(ctx, in)
 }

@@ -41,6 +41,7 @@ Commands:
   status    pending, scheduled, oldest age, dead letters, workers [--json]
   dlq       list, replay and purge dead letters (worker dlq --help)
   endpoints add, list, update, disable, enable, remove endpoints (worker endpoints --help)
+  attempts  every attempt of one delivery, across retries and replays (worker attempts --help)
   help      show this text
 
 Configuration comes from the environment; see README.md.
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDLQ(ctx, args, getenv, stdout, stderr)
 	case "endpoints":
 		return runEndpoints(ctx, args, getenv, stdout, stderr)
+	case "attempts":
+		return runAttempts(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
