@@ -49,11 +49,12 @@ const LeaseDefault = 30 * time.Second
 // NULL) gets one delivery row per enabled endpoint subscribed to its type,
 // due at once with the event's created_at, and a delivery id derived from
 // the event's and the endpoint's; its fanout becomes the number of
-// deliveries made. With a WEBHOOK_URL endpoint ($5) the event row itself is
-// that endpoint's delivery, leased and returned (or left pending when that
-// endpoint is at its cap, $4); without one it is marked processed (fanout 0:
-// unrouted). All of it commits together or not at
-// all, so an event is never fanned out twice or half.
+// deliveries made; each delivery carries the event's headers. With a
+// WEBHOOK_URL endpoint ($5) the event row itself is that endpoint's
+// delivery, leased and returned (or left pending when that endpoint is at
+// its cap, $4); without one it is marked processed (fanout 0: unrouted). All
+// of it commits together or not at all, so an event is never fanned out
+// twice or half.
 //
 // A rotated endpoint's previous secret is returned only while its grace
 // period lasts by the database clock.
@@ -72,8 +73,8 @@ const claimSQL = `WITH due AS (
     ON e.enabled AND (cardinality(e.event_types) = 0 OR due.event_type = ANY(e.event_types))
   WHERE due.fan
 ), fanned AS (
-  INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id)
-  SELECT md5(o.delivery_id::text || '/' || t.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, t.endpoint_id
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers)
+  SELECT md5(o.delivery_id::text || '/' || t.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, t.endpoint_id, o.headers
   FROM targets t JOIN webhook_outbox o ON o.id = t.event_id
   WHERE o.id = ANY(ARRAY(SELECT event_id FROM targets))
 ), counts AS (
@@ -91,7 +92,8 @@ FROM due
   LEFT JOIN webhook_endpoints e ON e.id = due.endpoint_id
 WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.id = due.id
 RETURNING o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
-  o.event_type, CASE WHEN o.processed THEN NULL ELSE o.payload::text END, o.attempt, o.created_at, due.reclaimed,
+  o.event_type, CASE WHEN o.processed THEN NULL ELSE o.payload::text END,
+  CASE WHEN o.processed THEN NULL ELSE o.headers::text END, o.attempt, o.created_at, due.reclaimed,
   coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
   coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END,
@@ -163,6 +165,7 @@ type Row struct {
 	DeliveryID string // uuid text; the same on every attempt of a delivery
 	EventType  string
 	Payload    []byte // the JSON text, sent as the body byte for byte
+	Headers    []byte // the JSON object text of extra request headers; nil for none
 	Attempt    int    // 1 for the first attempt
 	CreatedAt  time.Time
 	Reclaimed  bool // its previous lease expired without an outcome
@@ -238,7 +241,7 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	var leased, fan bool
 	var fanout int
 	var prevUntil *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Attempt, &r.CreatedAt, &r.Reclaimed,
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &r.CreatedAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
 		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &b.Endpoints}, func() error {
 		b.Taken++
@@ -259,7 +262,7 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 		if leased {
 			b.Rows = append(b.Rows, r)
 		}
-		r.Payload = nil // the next row scans into a fresh slice
+		r.Payload, r.Headers = nil, nil // the next row scans into fresh slices
 		return nil
 	})
 	if err != nil {

@@ -95,7 +95,7 @@ const recordSQL = `WITH r AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
   WHERE r.kind <> 5 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
-  RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout,
+  RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
 ), tried AS (
@@ -103,12 +103,12 @@ const recordSQL = `WITH r AS (
   SELECT delivery_id, endpoint_id, made, coalesce(started, clock_timestamp()), took_ms, NULLIF(status, 0), NULLIF(try_class, ''), NULLIF(try_error, '')
   FROM marked WHERE health > 0
 ), requeued AS (
-  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout)
-  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout, headers)
+  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout, headers
   FROM marked WHERE kind IN (2, 3)
 ), dead AS (
-  INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_status, last_error, endpoint_id)
-  SELECT delivery_id, event_type, payload, attempt, NULLIF(status, 0), error, endpoint_id
+  INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_status, last_error, endpoint_id, headers)
+  SELECT delivery_id, event_type, payload, attempt, NULLIF(status, 0), error, endpoint_id, headers
   FROM marked WHERE kind = 4
 ), health AS (
   SELECT endpoint_id, bool_or(health = 1) AS ok,

@@ -13,6 +13,7 @@ type Row struct {
 	DeliveryID string   // uuid text, the same on every attempt of a delivery
 	EventType  string
 	Payload    []byte // the JSON body, byte for byte
+	Headers    []byte // the JSON object text of extra request headers; nil for none
 	Attempt    int    // 1 for the first attempt
 	CreatedAt  time.Time
 	Reclaimed  bool // its previous lease expired without an outcome

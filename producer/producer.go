@@ -12,17 +12,30 @@
 // endpoint only:
 //
 //	id, err := producer.EnqueueJSON(ctx, tx, "invoice.paid", inv, producer.ToEndpoint("tenant-42"))
+//
+// WithHeaders adds request headers to every attempt of every delivery of
+// the event (e.g. a W3C traceparent):
+//
+//	id, err := producer.EnqueueJSON(ctx, tx, "invoice.paid", inv,
+//		producer.WithHeaders(map[string]string{"traceparent": tp, "x-correlation-id": cid}))
 package producer
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fluxora/webhook-worker/eventheaders"
 )
 
 // Limits of the contract.
@@ -39,6 +52,11 @@ var (
 	ErrPayloadNotJSON   = errors.New("producer: payload is not valid JSON")
 	// ErrUnknownEndpoint: ToEndpoint names no endpoint of webhook_endpoints.
 	ErrUnknownEndpoint = errors.New("producer: no such endpoint")
+	// ErrHeadersInvalid: WithHeaders gave headers the rules refuse (see
+	// ValidateHeaders). The error's text names the header and the rule,
+	// e.g. `producer: invalid headers: "X-Fluxora-Event" may not be set:
+	// x-fluxora-* headers are the worker's`.
+	ErrHeadersInvalid = errors.New("producer: invalid headers")
 )
 
 // Option changes how one event is enqueued.
@@ -46,6 +64,7 @@ type Option func(*options)
 
 type options struct {
 	endpoint string
+	headers  map[string]string
 }
 
 // ToEndpoint sends the event to the endpoint of webhook_endpoints named
@@ -53,6 +72,24 @@ type options struct {
 // disabled still takes the event: it is dead-lettered with the reason, and
 // replayed once the endpoint is enabled again.
 func ToEndpoint(name string) Option { return func(o *options) { o.endpoint = name } }
+
+// WithHeaders adds extra request headers to the event, sent unchanged on
+// every attempt of every delivery of it, retries, fan-out and replays
+// included: e.g. "traceparent" and "x-correlation-id". Names are sent in the
+// case given. Given more than once, the maps are merged (a later value wins
+// for the same name). Enqueue refuses, before any round trip, headers the
+// database would refuse (ValidateHeaders).
+func WithHeaders(h map[string]string) Option {
+	return func(o *options) {
+		if len(h) == 0 {
+			return
+		}
+		if o.headers == nil {
+			o.headers = make(map[string]string, len(h))
+		}
+		maps.Copy(o.headers, h)
+	}
+}
 
 func apply(opts []Option) options {
 	var o options
@@ -62,22 +99,39 @@ func apply(opts []Option) options {
 	return o
 }
 
-// insert returns the statement and arguments for an event.
-func insert(eventType string, payload []byte, o options) (string, []any) {
-	if o.endpoint == "" {
-		return insertSQL, []any{eventType, string(payload)}
+// insert returns the statement and arguments for an event. The headers
+// argument is NULL without headers.
+func insert(eventType string, payload []byte, o options) (string, []any, error) {
+	var headers any
+	if len(o.headers) > 0 {
+		b, err := json.Marshal(o.headers)
+		if err != nil {
+			return "", nil, fmt.Errorf("%w: %v", ErrHeadersInvalid, err)
+		}
+		headers = string(b)
 	}
-	return insertToSQL, []any{eventType, string(payload), o.endpoint}
+	if o.endpoint == "" {
+		return insertSQL, []any{eventType, string(payload), headers}, nil
+	}
+	return insertToSQL, []any{eventType, string(payload), headers, o.endpoint}, nil
 }
 
 // scanError maps a targeted insert that found no endpoint to
-// ErrUnknownEndpoint, naming it.
+// ErrUnknownEndpoint, naming it, and the database's refusal of the headers
+// to ErrHeadersInvalid.
 func scanError(err error, o options) error {
-	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w named %q", ErrUnknownEndpoint, o.endpoint)
+	case errors.As(err, &pgErr) && pgErr.ConstraintName == headersConstraint:
+		return fmt.Errorf("%w: %s", ErrHeadersInvalid, strings.TrimPrefix(pgErr.Message, "webhook_outbox.headers: "))
 	}
 	return fmt.Errorf("producer: enqueue: %w", err)
 }
+
+// headersConstraint is the CHECK of webhook_outbox.headers.
+const headersConstraint = "webhook_outbox_headers_valid"
 
 // Querier is satisfied by pgx.Tx, *pgx.Conn and *pgxpool.Pool. Use a
 // transaction: that is the point of an outbox.
@@ -85,21 +139,24 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-const insertSQL = `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, $2::jsonb) RETURNING delivery_id::text`
+const insertSQL = `INSERT INTO webhook_outbox (event_type, payload, headers) VALUES ($1, $2::jsonb, $3::jsonb) RETURNING delivery_id::text`
 
 // insertToSQL inserts nothing when no endpoint has the name.
-const insertToSQL = `INSERT INTO webhook_outbox (event_type, payload, endpoint_id)
-SELECT $1, $2::jsonb, id FROM webhook_endpoints WHERE name = $3 RETURNING delivery_id::text`
+const insertToSQL = `INSERT INTO webhook_outbox (event_type, payload, headers, endpoint_id)
+SELECT $1, $2::jsonb, $3::jsonb, id FROM webhook_endpoints WHERE name = $4 RETURNING delivery_id::text`
 
 // Enqueue validates and inserts one event and returns its delivery id (the
 // x-fluxora-delivery-id of the WEBHOOK_URL endpoint, or of the one endpoint
 // of ToEndpoint).
 func Enqueue(ctx context.Context, q Querier, eventType string, payload []byte, opts ...Option) (string, error) {
-	if err := Validate(eventType, payload); err != nil {
+	o := apply(opts)
+	if err := validate(eventType, payload, o); err != nil {
 		return "", err
 	}
-	o := apply(opts)
-	stmt, args := insert(eventType, payload, o)
+	stmt, args, err := insert(eventType, payload, o)
+	if err != nil {
+		return "", err
+	}
 	var id string
 	if err := q.QueryRow(ctx, stmt, args...).Scan(&id); err != nil {
 		return "", scanError(err, o)
@@ -118,16 +175,53 @@ func EnqueueJSON(ctx context.Context, q Querier, eventType string, v any, opts .
 
 // EnqueueSQL is Enqueue for a database/sql transaction.
 func EnqueueSQL(ctx context.Context, tx *sql.Tx, eventType string, payload []byte, opts ...Option) (string, error) {
-	if err := Validate(eventType, payload); err != nil {
+	o := apply(opts)
+	if err := validate(eventType, payload, o); err != nil {
 		return "", err
 	}
-	o := apply(opts)
-	stmt, args := insert(eventType, payload, o)
+	stmt, args, err := insert(eventType, payload, o)
+	if err != nil {
+		return "", err
+	}
 	var id string
 	if err := tx.QueryRowContext(ctx, stmt, args...).Scan(&id); err != nil {
 		return "", scanError(err, o)
 	}
 	return id, nil
+}
+
+func validate(eventType string, payload []byte, o options) error {
+	if err := Validate(eventType, payload); err != nil {
+		return err
+	}
+	return ValidateHeaders(o.headers)
+}
+
+// ValidateHeaders checks the headers of WithHeaders before any round trip,
+// so that a refusal leaves the caller's transaction usable. The rules are
+// the database's (the CHECK of webhook_outbox.headers) and the worker's
+// (eventheaders.Check): names HTTP tokens, none of content-type,
+// content-length, host, user-agent, x-fluxora-*, webhook-* or a hop-by-hop
+// header, in any case, none twice in different cases; values valid UTF-8
+// without CR, LF or other control characters; at most 16 headers and 8 KiB
+// of names and values. The error wraps ErrHeadersInvalid and names the
+// header, the first in the database's order (shorter names first) when
+// several are refused.
+func ValidateHeaders(h map[string]string) error {
+	if len(h) == 0 {
+		return nil
+	}
+	names := slices.SortedFunc(maps.Keys(h), func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) // jsonb's order of keys
+	})
+	fields := make([]eventheaders.Field, len(names))
+	for i, n := range names {
+		fields[i] = eventheaders.Field{Name: n, Value: h[n]}
+	}
+	if err := eventheaders.Check(fields); err != nil {
+		return fmt.Errorf("%w: %w", ErrHeadersInvalid, err)
+	}
+	return nil
 }
 
 // Validate checks an event before any round trip. The payload's size is

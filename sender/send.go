@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/fluxora/webhook-worker/eventheaders"
 )
 
 // maxHeaderValueBytes is the longest DeliveryID or EventType Send accepts.
@@ -37,6 +39,12 @@ type Request struct {
 	// Endpoint is the endpoint's name, sent as x-fluxora-endpoint when not
 	// empty.
 	Endpoint string
+	// Headers are the event's extra request headers (webhook_outbox.headers,
+	// see eventheaders.Parse), sent after the worker's own, each name in the case
+	// given; nil for none. They never replace a header of the worker's: a
+	// Request whose Headers eventheaders.Check refuses is Permanent, with the
+	// reason naming the header, and nothing is sent.
+	Headers []eventheaders.Field
 }
 
 // Result is the outcome of one Send.
@@ -60,7 +68,8 @@ type Result struct {
 
 // Send makes one delivery attempt. It never panics. A DeliveryID or
 // EventType that is longer than 255 bytes, not valid UTF-8, or contains a
-// control character (CR, LF, NUL, tab...) is Permanent and nothing is sent.
+// control character (CR, LF, NUL, tab...) is Permanent and nothing is sent;
+// so are Headers that eventheaders.Check refuses.
 // The response body is read up to MaxResponseBytes; an error while reading
 // it makes the attempt Retryable even after a 2xx status, since the consumer
 // deduplicates on x-fluxora-delivery-id. When ctx ends first the attempt is
@@ -74,7 +83,7 @@ func (s *Sender) Send(ctx context.Context, r Request) (res Result) {
 		res.Duration = time.Since(start)
 	}()
 	if msg := checkRequest(r); msg != "" {
-		return Result{Outcome: Permanent, Error: msg}
+		return Result{Outcome: Permanent, Error: s.scrub(msg)} // a header's name may hold anything
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -103,6 +112,9 @@ func checkRequest(r Request) string {
 		return "invalid EventType" + rule
 	case !validHeaderValue(r.Endpoint):
 		return "invalid Endpoint" + rule
+	}
+	if err := eventheaders.Check(r.Headers); err != nil {
+		return "invalid Headers: " + err.Error()
 	}
 	return ""
 }
@@ -148,12 +160,19 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 		vals[8], vals[9] = r.DeliveryID, ts
 	}
 	backing := vals[:] // escapes: the header map keeps it
-	h := make(http.Header, len(vals))
+	h := make(http.Header, len(vals)+len(r.Headers))
 	for i, key := range [...]string{"Content-Type", "User-Agent", "X-Fluxora-Delivery-Id",
 		"X-Fluxora-Event", "X-Fluxora-Timestamp", "X-Fluxora-Signature", "X-Fluxora-Attempt", "X-Fluxora-Endpoint",
 		"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
 		if backing[i] != "" {
 			h[key] = backing[i : i+1 : i+1]
+		}
+	}
+	if len(r.Headers) > 0 {
+		extra := make([]string, len(r.Headers)) // one array backs the event's values too
+		for i, f := range r.Headers {
+			extra[i] = f.Value
+			h[f.Name] = extra[i : i+1 : i+1] // as given: eventheaders.Check refused every name above
 		}
 	}
 	req := &http.Request{

@@ -8,6 +8,7 @@ import (
 	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/eventheaders"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/sender"
 )
@@ -112,7 +113,14 @@ func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Res
 	if r.EndpointID == "" {
 		name = dispatcher.DefaultEndpointName
 	}
-	res := s.Send(ctx, sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Payload: r.Payload, Endpoint: name})
+	// The event's headers are parsed on every attempt: nothing to cache,
+	// and nothing at all for a row without them.
+	headers, err := eventheaders.Parse(r.Headers)
+	if err != nil {
+		return dispatcher.Result{Class: dispatcher.Permanent, Error: "invalid headers: " + err.Error()}
+	}
+	res := s.Send(ctx, sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Payload: r.Payload, Endpoint: name,
+		Headers: headers})
 	class := dispatcher.Permanent
 	switch res.Outcome {
 	case sender.Delivered:

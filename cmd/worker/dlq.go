@@ -189,9 +189,9 @@ var replaySQL = `WITH moved AS (
   DELETE FROM webhook_dead_letter d
   WHERE ` + replayFilterSQL + `
     AND (d.endpoint_id IS NULL OR EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
-  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id)
-INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout)
-SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL THEN 1 END FROM moved`
+  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id, d.headers)
+INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout, headers)
+SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL THEN 1 END, headers FROM moved`
 
 // blockedSQL counts the dead letters of the same selection that replaySQL
 // leaves, by endpoint; the name is empty when the endpoint was removed.

@@ -1,0 +1,106 @@
+package claimer_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"testing"
+
+	"github.com/fluxora/webhook-worker/claimer"
+	"github.com/fluxora/webhook-worker/internal/testdb"
+)
+
+const testHeaders = `{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "X-Correlation-Id": "c-42"}`
+
+// sameHeaders reports whether the JSON object text got holds the headers of
+// testHeaders.
+func sameHeaders(t *testing.T, got []byte) bool {
+	t.Helper()
+	var a, b map[string]string
+	if err := json.Unmarshal(got, &a); err != nil {
+		return false
+	}
+	if err := json.Unmarshal([]byte(testHeaders), &b); err != nil {
+		t.Fatal(err)
+	}
+	return maps.Equal(a, b)
+}
+
+// An event's headers are returned with its row, copied into each delivery
+// of its fan-out, into each retry and deferral, and into its dead letter; a
+// row without headers has nil.
+func TestHeadersTravelWithTheEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100, EnvEndpoint: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEndpoint(t, db, "a")
+	newEndpoint(t, db, "b")
+	if _, err := db.Pool.Exec(ctx, "INSERT INTO webhook_outbox (event_type, payload, headers) VALUES ('x', '{}', $1)", testHeaders); err != nil {
+		t.Fatal(err)
+	}
+	db.Insert(t, "plain", `{}`)
+
+	b := claimQ(t, c, claimer.Query{})
+	if len(b.Rows) != 2 || b.Deliveries != 4 {
+		t.Fatalf("first claim: %+v", b)
+	}
+	for _, r := range b.Rows {
+		if r.EventType == "x" && !sameHeaders(t, r.Headers) || r.EventType == "plain" && r.Headers != nil {
+			t.Fatalf("%s: headers %q", r.EventType, r.Headers)
+		}
+	}
+	b = claimQ(t, c, claimer.Query{}) // the four endpoint deliveries
+	if len(b.Rows) != 4 {
+		t.Fatalf("second claim: %+v", b)
+	}
+	var outcomes []claimer.Outcome
+	for _, r := range b.Rows {
+		if r.EventType == "x" && !sameHeaders(t, r.Headers) || r.EventType == "plain" && r.Headers != nil {
+			t.Fatalf("delivery of %s to %s: headers %q", r.EventType, r.EndpointName, r.Headers)
+		}
+		kind := claimer.Retry
+		if r.EndpointName == "b" {
+			kind = claimer.Dead
+		}
+		outcomes = append(outcomes, claimer.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: 2, Error: "http 503"})
+	}
+	record(t, c, outcomes...)
+	b = claimQ(t, c, claimer.Query{}) // the retries to a
+	if len(b.Rows) != 2 {
+		t.Fatalf("third claim: %+v", b)
+	}
+	for _, r := range b.Rows {
+		if r.Attempt != 2 || r.EventType == "x" && !sameHeaders(t, r.Headers) || r.EventType == "plain" && r.Headers != nil {
+			t.Fatalf("retry of %s: attempt %d, headers %q", r.EventType, r.Attempt, r.Headers)
+		}
+	}
+	var dead []byte
+	if err := db.Pool.QueryRow(ctx, "SELECT headers::text FROM webhook_dead_letter WHERE event_type = 'x'").Scan(&dead); err != nil || !sameHeaders(t, dead) {
+		t.Fatalf("dead letter headers %q, %v", dead, err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE event_type = 'plain' AND headers IS NULL"); n != 1 {
+		t.Fatalf("%d dead letters of the plain event without headers", n)
+	}
+}
+
+// Disabling an endpoint keeps the headers in the dead letters it makes.
+func TestDisableKeepsHeaders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	id := newEndpoint(t, db, "a")
+	if _, err := db.Pool.Exec(ctx, "SELECT webhook_enqueue('x', '{}', 'a', $1::jsonb)", testHeaders); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, "SELECT webhook_endpoint_disable($1, 'test')", id); err != nil {
+		t.Fatal(err)
+	}
+	var dead []byte
+	if err := db.Pool.QueryRow(ctx, "SELECT headers::text FROM webhook_dead_letter").Scan(&dead); err != nil || !sameHeaders(t, dead) {
+		t.Fatalf("dead letter headers %q, %v", dead, err)
+	}
+}
