@@ -5,7 +5,9 @@
 # one to everything), starts the worker, enqueues events the way a producer
 # does (one of them for one endpoint only) and shows each endpoint receiving
 # exactly what it subscribed to. Then it rotates one endpoint's secret: its
-# consumer, still on the old secret, keeps verifying during the grace period.
+# consumer, still on the old secret, keeps verifying during the grace period;
+# that event carries a traceparent header of its own, and `worker attempts`
+# shows the record of its delivery.
 # Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,14 +86,20 @@ fi
 echo "== worker endpoints rotate-secret audit --grace 1h: a new secret signs from now on; the audit consumer still holds the old one"
 bin/worker endpoints rotate-secret audit --grace 1h | sed 's/\(shown once): \).*/\1whsec_… (hidden in the demo)/'
 bin/worker endpoints list
-psql -q "$DATABASE_URL" -c "SELECT webhook_enqueue('stream.updated', '{\"stream\": 6}')" >/dev/null
+echo "== event 6 carries its own traceparent header (webhook_enqueue's 4th argument)"
+psql -q "$DATABASE_URL" -c "SELECT webhook_enqueue('stream.updated', '{\"stream\": 6}', NULL, '{\"traceparent\": \"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\"}')" >/dev/null
 for _ in $(seq 1 200); do
   [ "$(verified "$RUN/audit.log")" -ge 5 ] && break
   sleep 0.05
 done
-echo "== audit, still on its old secret, verifies event 6 by the old secret's signature in webhook-signature (signatures=2):"
+echo "== audit, still on its old secret, verifies event 6 by the old secret's signature in webhook-signature (signatures=2), its traceparent passed on:"
 tail -n 1 "$RUN/audit.log"
 if [ "$(verified "$RUN/audit.log")" -ne 5 ] || ! tail -n 1 "$RUN/audit.log" | grep -q 'signatures=2' || grep -q rejected "$RUN/audit.log"; then
   echo "demo FAILED: the audit consumer did not verify event 6 with its old secret during the grace period"; cat "$RUN/worker.log"; exit 1
+fi
+echo "== worker attempts: the record of every attempt of that delivery"
+bin/worker attempts "$(tail -n 1 "$RUN/audit.log" | awk '{print $2}')"
+if ! tail -n 1 "$RUN/audit.log" | grep -q 'traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736'; then
+  echo "demo FAILED: event 6 arrived without its traceparent header"; exit 1
 fi
 echo "== demo OK: billing received 3, audit 4 (+1 after its secret's rotation), every signature verified with the endpoint's own secret"

@@ -94,9 +94,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if dup {
 		fmt.Fprintf(h.out, "duplicate %s ignored (attempt %d)\n", ev.DeliveryID, ev.Attempt)
 	} else {
-		// webhook-signature holds two signatures during a secret rotation.
-		fmt.Fprintf(h.out, "verified %s %s endpoint=%s attempt=%d signatures=%d body=%s\n", ev.DeliveryID, ev.Type,
-			cmp.Or(r.Header.Get("x-fluxora-endpoint"), "-"), ev.Attempt, len(strings.Fields(r.Header.Get("webhook-signature"))), ev.Body)
+		// webhook-signature holds two signatures during a secret rotation;
+		// traceparent is one of an event's own headers, when it has one.
+		fmt.Fprintf(h.out, "verified %s %s endpoint=%s attempt=%d signatures=%d traceparent=%s body=%s\n", ev.DeliveryID, ev.Type,
+			cmp.Or(r.Header.Get("x-fluxora-endpoint"), "-"), ev.Attempt, len(strings.Fields(r.Header.Get("webhook-signature"))),
+			cmp.Or(r.Header.Get("traceparent"), "-"), ev.Body)
 	}
 	if d := delay(ev.Body); h.honorDelay && d > 0 {
 		t := time.NewTimer(d)

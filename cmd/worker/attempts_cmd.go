@@ -160,7 +160,11 @@ func readAttempts(ctx context.Context, pool *pgxpool.Pool, id string) ([]attempt
 }
 
 func printAttempts(out io.Writer, id string, list []attempt, st deliveryState) {
-	fmt.Fprintf(out, "delivery %s: %d attempts recorded\n", id, len(list))
+	noun := "attempts"
+	if len(list) == 1 {
+		noun = "attempt"
+	}
+	fmt.Fprintf(out, "delivery %s: %d %s recorded\n", id, len(list), noun)
 	if len(list) > 0 {
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "ATTEMPT\tSTARTED\tDURATION\tENDPOINT\tSTATUS\tCLASS\tERROR")
