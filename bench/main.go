@@ -42,6 +42,10 @@ type options struct {
 	tunedConcurrency int
 	noisyDuration    time.Duration // noisy mode, each of its two runs
 	fanoutEvents     int
+	// pgbouncer runs the worker's DATABASE_URL and the producers through a
+	// private PgBouncer in transaction mode (latency and drain modes, the
+	// worker systems only); WEBHOOK_LISTEN_DATABASE_URL stays direct.
+	pgbouncer bool
 }
 
 func main() {
@@ -80,8 +84,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.tunedConcurrency, "tuned-concurrency", 200, "worker-tuned: WEBHOOK_CONCURRENCY")
 	fs.DurationVar(&o.noisyDuration, "noisy-duration", 20*time.Second, "noisy mode: how long each of its two runs inserts 100 events/s")
 	fs.IntVar(&o.fanoutEvents, "fanout-events", 200, "fanout mode: events, one every 20ms, each to 100 endpoints")
+	fs.BoolVar(&o.pgbouncer, "pgbouncer", false, "worker DATABASE_URL and producers through a private PgBouncer in transaction mode (modes latency, drain; worker systems); default -modes latency,drain -systems worker-defaults,worker-tuned")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.pgbouncer {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["modes"] {
+			*modes = modeLatency + "," + modeDrain
+		}
+		if !set["systems"] {
+			*systems = sysWorkerDefaults + "," + sysWorkerTuned
+		}
 	}
 	var err error
 	if o.modes, err = pick("-modes", *modes, allModes); err != nil {
@@ -96,6 +111,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.duration <= 0 || o.costDuration <= 0 || o.noisyDuration <= 0 {
 		return o, errors.New("-duration, -cost-duration and -noisy-duration must be positive")
+	}
+	if o.pgbouncer && (slices.ContainsFunc(o.modes, func(m string) bool { return m != modeLatency && m != modeDrain }) ||
+		slices.ContainsFunc(o.systems, func(s string) bool { return s != sysWorkerDefaults && s != sysWorkerTuned })) {
+		return o, errors.New("-pgbouncer runs only the latency and drain modes of worker-defaults and worker-tuned")
 	}
 	return o, nil
 }

@@ -307,6 +307,17 @@ func runSystem(ctx context.Context, opt options, dbs *databases, cons *consumer,
 	}
 	res.Database = name
 	defer dbs.drop(name) //nolint:errcheck // Close reports what is left
+	if opt.pgbouncer {
+		b, err := startBouncer(ctx, dbURL)
+		if err != nil {
+			res.Errors["setup"] = err.Error()
+			return res
+		}
+		defer b.stop() //nolint:errcheck
+		res.Settings += "; DATABASE_URL and producers through PgBouncer (transaction mode), WEBHOOK_LISTEN_DATABASE_URL direct"
+		sys.(*workerSystem).listenURL = dbURL
+		dbURL = b.url + "&default_query_exec_mode=cache_describe" // producers: no named prepared statements
+	}
 	pool, err := openPool(ctx, dbURL, int32(opt.producers+2))
 	if err != nil {
 		res.Errors["setup"] = err.Error()

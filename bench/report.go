@@ -44,7 +44,7 @@ func (o options) summary() map[string]any {
 		"retry_events": o.retryEvents, "backlog": o.backlog, "tail_backlog": o.tailBacklog, "duration": o.duration.String(),
 		"producers": o.producers, "cost_pairs": o.costPairs, "cost_duration": o.costDuration.String(),
 		"tuned_batch": o.tunedBatch, "tuned_concurrency": o.tunedConcurrency,
-		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents,
+		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents, "pgbouncer": o.pgbouncer,
 	}
 }
 

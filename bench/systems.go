@@ -94,6 +94,9 @@ type workerSystem struct {
 	bin      string
 	env      []string // the system's settings, e.g. WEBHOOK_BATCH_SIZE=100
 	pollOnly bool
+	// listenURL is WEBHOOK_LISTEN_DATABASE_URL ("": unset) when dbURL goes
+	// through PgBouncer (-pgbouncer).
+	listenURL string
 
 	slots       int    // concurrency of the last start
 	slotsSource string // where slots comes from
@@ -196,6 +199,9 @@ func (s *workerSystem) start(ctx context.Context, extra []string) (*proc, error)
 	env := childEnv(
 		"DATABASE_URL="+s.dbURL, "WEBHOOK_URL="+s.consumerURL, "WEBHOOK_SECRET="+s.secret,
 		"WEBHOOK_METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=info", "LOG_FORMAT=json")
+	if s.listenURL != "" {
+		env = append(env, "WEBHOOK_LISTEN_DATABASE_URL="+s.listenURL)
+	}
 	env = append(append(env, s.env...), extra...)
 	p, err := startProc(s.name, s.bin, nil, env)
 	if err != nil {

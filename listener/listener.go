@@ -8,6 +8,10 @@
 // every (re)connect, once LISTEN is active, the listener wakes the dispatcher
 // once more so that rows inserted while it was disconnected are claimed at
 // once.
+//
+// Before that, it checks that the connection really hears (see Config.Probe):
+// a LISTEN through PgBouncer in transaction mode is accepted and then hears
+// nothing. Run returns ErrDeaf rather than run deaf.
 package listener
 
 import (
@@ -15,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +41,18 @@ const (
 type Config struct {
 	// Connect opens a connection for the listener's exclusive use; the
 	// listener closes it. Required. It must be a direct connection (not
-	// through a transaction-pooling PgBouncer).
+	// through a transaction-pooling PgBouncer): Run returns ErrDeaf when
+	// it is not.
 	Connect func(ctx context.Context) (*pgx.Conn, error)
+	// Probe sends a NOTIFY on the given channel through another connection
+	// (the worker's pool). After every LISTEN the listener listens on a
+	// private channel, calls Probe and waits ProbeTimeout for the
+	// notification: a connection that does not hear it is deaf. Nil skips
+	// this test; the pg_listening_channels() test is always made.
+	Probe func(ctx context.Context, channel string) error
+	// ProbeTimeout is how long the probe notification may take once Probe
+	// has returned. Defaults to ProbeTimeoutDefault (3s).
+	ProbeTimeout time.Duration
 	// Channel to LISTEN on. Defaults to ChannelDefault.
 	Channel string
 	// ReconnectDelay is the wait before reconnecting. Defaults to
@@ -55,6 +70,9 @@ type Listener struct {
 	wake      chan struct{}
 	connected atomic.Bool
 	metrics   *metrics
+	ready     chan struct{} // closed at the first verified LISTEN
+	readyOnce sync.Once
+	deaf      context.CancelCauseFunc // ends Run with ErrDeaf; set by Run
 }
 
 // New returns a Listener or an error naming the missing field.
@@ -67,9 +85,13 @@ func New(cfg Config) (*Listener, error) {
 	}
 	cfg.Channel = cmp.Or(cfg.Channel, ChannelDefault)
 	cfg.ReconnectDelay = cmp.Or(cfg.ReconnectDelay, ReconnectDelayDefault)
+	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, ProbeTimeoutDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	return &Listener{cfg: cfg, wake: make(chan struct{}, 1), metrics: newMetrics(cfg.Registerer)}, nil
+	return &Listener{cfg: cfg, wake: make(chan struct{}, 1), metrics: newMetrics(cfg.Registerer), ready: make(chan struct{})}, nil
 }
+
+// Ready is closed once LISTEN is active and verified for the first time.
+func (l *Listener) Ready() <-chan struct{} { return l.ready }
 
 // Wake delivers one value whenever there may be new due rows.
 func (l *Listener) Wake() <-chan struct{} { return l.wake }
@@ -78,8 +100,12 @@ func (l *Listener) Wake() <-chan struct{} { return l.wake }
 func (l *Listener) Connected() bool { return l.connected.Load() }
 
 // Run listens until ctx ends, reconnecting after every failure. It returns
-// nil when ctx is cancelled.
+// nil when ctx is cancelled, and an error wrapping ErrDeaf as soon as a
+// connection turns out deaf, at the start or after a reconnect.
 func (l *Listener) Run(ctx context.Context) error {
+	ctx, deaf := context.WithCancelCause(ctx)
+	defer deaf(nil)
+	l.deaf = deaf
 	pl := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			l.setConnected(false)
@@ -97,6 +123,9 @@ func (l *Listener) Run(ctx context.Context) error {
 	pl.Handle(l.cfg.Channel, handler{l})
 	err := pl.Listen(ctx)
 	l.setConnected(false)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrDeaf) {
+		return cause
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -129,11 +158,21 @@ func (h handler) HandleNotification(context.Context, *pgconn.Notification, *pgx.
 	return nil
 }
 
-// HandleBacklog runs after LISTEN is active on a new connection: the
-// listener is now connected, and rows inserted meanwhile must be claimed.
-func (h handler) HandleBacklog(context.Context, string, *pgx.Conn) error {
+// HandleBacklog runs after LISTEN on a new connection. Once the connection
+// is verified, the listener is connected, and rows inserted meanwhile must
+// be claimed. A deaf connection ends Run; a failed check closes the
+// connection, and the listener reconnects.
+func (h handler) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) error {
+	if err := h.l.verify(ctx, conn); err != nil {
+		if errors.Is(err, ErrDeaf) {
+			h.l.deaf(err)
+		}
+		_ = conn.Close(ctx)
+		return err
+	}
 	h.l.setConnected(true)
 	h.l.metrics.connects.Inc()
+	h.l.readyOnce.Do(func() { close(h.l.ready) })
 	h.l.signal()
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package retention deletes processed outbox rows, and attempt history
-// (webhook_attempts), older than the retention period, in small batches, by at most one worker at a time (a session
-// advisory lock), so the outbox stays small after months of traffic without
-// long locks.
+// (webhook_attempts), older than the retention period, in small batches, by at most one worker at a time (a
+// transaction-scoped advisory lock taken by each batch's transaction, which
+// works through PgBouncer in transaction mode too), so the outbox stays
+// small after months of traffic without long locks.
 package retention
 
 import (
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -98,41 +100,48 @@ func (d *Deleter) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce deletes old processed rows in batches until none is left. skipped
-// is true when another worker holds the retention lock.
+// RunOnce deletes old processed rows, then old attempts, in batches until
+// none is left. skipped is true when another worker holds the retention
+// lock; the round then stops.
 func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err error) {
-	conn, err := d.cfg.Pool.Acquire(ctx)
-	if err != nil {
-		return 0, false, fmt.Errorf("retention: %w", err)
-	}
-	defer conn.Release()
-	var got bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(lockKey)).Scan(&got); err != nil {
-		return 0, false, fmt.Errorf("retention: lock: %w", err)
-	}
-	if !got {
-		return 0, true, nil
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(lockKey)) //nolint:errcheck
-	for {
-		tag, err := conn.Exec(ctx, deleteSQL, d.cfg.Retention.Milliseconds(), d.cfg.BatchSize)
-		if err != nil {
-			return deleted, false, fmt.Errorf("retention: delete: %w", err)
-		}
-		deleted += tag.RowsAffected()
-		d.deleted.Add(float64(tag.RowsAffected()))
-		if tag.RowsAffected() < int64(d.cfg.BatchSize) {
-			break
-		}
-	}
-	for {
-		tag, err := conn.Exec(ctx, deleteAttemptsSQL, d.cfg.Retention.Milliseconds(), d.cfg.BatchSize)
-		if err != nil {
-			return deleted, false, fmt.Errorf("retention: delete attempts: %w", err)
-		}
-		d.attempts.Add(float64(tag.RowsAffected()))
-		if tag.RowsAffected() < int64(d.cfg.BatchSize) {
-			return deleted, false, nil
+	steps := []struct {
+		what    string
+		sql     string
+		counter prometheus.Counter
+		outbox  bool // counted in deleted
+	}{{"delete", deleteSQL, d.deleted, true}, {"delete attempts", deleteAttemptsSQL, d.attempts, false}}
+	for _, step := range steps {
+		for {
+			n, got, err := d.batch(ctx, step.sql)
+			if err != nil {
+				return deleted, false, fmt.Errorf("retention: %s: %w", step.what, err)
+			}
+			if !got {
+				return deleted, true, nil
+			}
+			step.counter.Add(float64(n))
+			if step.outbox {
+				deleted += n
+			}
+			if n < int64(d.cfg.BatchSize) {
+				break
+			}
 		}
 	}
+	return deleted, false, nil
+}
+
+// batch deletes one batch in its own transaction, which first takes the
+// retention lock (pg_try_advisory_xact_lock); got is false when another
+// worker holds it.
+func (d *Deleter) batch(ctx context.Context, sql string) (n int64, got bool, err error) {
+	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(lockKey)).Scan(&got); err != nil || !got {
+			return err
+		}
+		tag, err := tx.Exec(ctx, sql, d.cfg.Retention.Milliseconds(), d.cfg.BatchSize)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, got, err
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer,
-# starting or installing them when they do not. Exits non-zero when one
-# cannot be had: tests must fail, never skip, without their services.
+# starting or installing them when they do not, and that the pgbouncer
+# binary is installed (the tests start private ones: internal/pgbouncer).
+# Exits non-zero when one cannot be had: tests must fail, never skip,
+# without their services.
 # Honors TEST_DATABASE_URL / TEST_REDIS_URL only for the checks' hosts when
 # they point elsewhere (then nothing is started).
 set -euo pipefail
@@ -19,6 +21,15 @@ if ! command -v pg_isready >/dev/null || ! command -v redis-server >/dev/null; t
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server) >&2
 fi
 
+have_pgbouncer() { command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; }
+if ! have_pgbouncer; then
+  echo "services: installing pgbouncer" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer) >&2
+  # The package's own service is not ours: it must not hold port 6432.
+  { systemctl disable pgbouncer; systemctl stop pgbouncer; /etc/init.d/pgbouncer stop; } >/dev/null 2>&1 || true
+fi
+have_pgbouncer || { echo "services: pgbouncer is missing and could not be installed" >&2; exit 1; }
+
 if [ -z "${TEST_DATABASE_URL:-}" ] && ! pg_up; then
   echo "services: starting PostgreSQL" >&2
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start >&2 || true
@@ -31,4 +42,4 @@ if [ -z "${TEST_REDIS_URL:-}" ] && ! redis_up; then
 fi
 if [ -z "${TEST_DATABASE_URL:-}" ]; then pg_up || { echo "services: PostgreSQL unreachable" >&2; exit 1; }; fi
 if [ -z "${TEST_REDIS_URL:-}" ]; then redis_up || { echo "services: Redis unreachable" >&2; exit 1; }; fi
-echo "services: PostgreSQL and Redis are up" >&2
+echo "services: PostgreSQL and Redis are up; pgbouncer is installed" >&2

@@ -31,7 +31,13 @@ import (
 var files embed.FS
 
 // lockKey is the advisory lock that serialises concurrent `worker migrate`s.
+// It is transaction-scoped (pg_advisory_xact_lock), taken by each migration's
+// own transaction, so that Migrate works through PgBouncer in transaction
+// mode too, where a session lock would stay behind on whichever server
+// connection took it.
 const lockKey = 0x666c75786f7261 // "fluxora"
+
+const lockSQL = "SELECT pg_advisory_xact_lock($1)"
 
 const createVersionTable = `CREATE TABLE IF NOT EXISTS webhook_schema_migrations (
     version    text        PRIMARY KEY,
@@ -74,7 +80,8 @@ func Files() ([]File, error) {
 
 // Migrate applies every pending migration and every changed trigger script,
 // each in its own transaction, and returns the versions it applied. It is
-// safe to run concurrently and repeatedly.
+// safe to run concurrently and repeatedly: each transaction takes the lock,
+// then checks again whether its script is still to be applied.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	all, err := Files()
 	if err != nil {
@@ -85,12 +92,17 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 		return nil, fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(lockKey)); err != nil {
-		return nil, fmt.Errorf("migrate: lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(lockKey)) //nolint:errcheck
-	if _, err := conn.Exec(ctx, createVersionTable); err != nil {
-		return nil, fmt.Errorf("migrate: version table: %w", err)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockSQL, int64(lockKey)); err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, createVersionTable); err != nil {
+			return fmt.Errorf("migrate: version table: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	applied, err := recorded(ctx, conn.Conn())
 	if err != nil {
@@ -98,16 +110,24 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	}
 	var done []string
 	for _, f := range all {
-		sum, ok := applied[f.Version]
-		if ok && (sum == f.Checksum || !f.Trigger) {
+		if upToDate(applied, f) {
 			continue
 		}
-		if err := applyRetrying(ctx, conn.Conn(), f); err != nil {
+		did, err := applyRetrying(ctx, conn.Conn(), f)
+		if err != nil {
 			return done, err
 		}
-		done = append(done, f.Version)
+		if did {
+			done = append(done, f.Version)
+		}
 	}
 	return done, nil
+}
+
+// upToDate: a migration once applied, a trigger script at its checksum.
+func upToDate(applied map[string]string, f File) bool {
+	sum, ok := applied[f.Version]
+	return ok && (sum == f.Checksum || !f.Trigger)
 }
 
 // A migration that sets a short lock_timeout (003) gives up rather than
@@ -118,41 +138,58 @@ const (
 	lockRetryFor   = 2 * time.Minute
 )
 
-// applyRetrying applies f, trying again while it fails for want of a lock
-// (SQLSTATE 55P03).
-func applyRetrying(ctx context.Context, conn *pgx.Conn, f File) error {
+// applyRetrying applies f unless another Migrate has meanwhile, trying
+// again while it fails for want of a lock (SQLSTATE 55P03). It reports
+// whether it applied f.
+func applyRetrying(ctx context.Context, conn *pgx.Conn, f File) (bool, error) {
 	deadline := time.Now().Add(lockRetryFor)
 	for {
-		err := apply(ctx, conn, f)
+		did, err := apply(ctx, conn, f)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
-			return err
+			return did, err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w (long transactions kept it from a brief table lock for %s: workers of the previous version with slow requests? run it again)", err, lockRetryFor)
+			return false, fmt.Errorf("%w (long transactions kept it from a brief table lock for %s: workers of the previous version with slow requests? run it again)", err, lockRetryFor)
 		}
 		t := time.NewTimer(lockRetryDelay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("migrate %s: %w", f.Version, ctx.Err())
+			return false, fmt.Errorf("migrate %s: %w", f.Version, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
-func apply(ctx context.Context, conn *pgx.Conn, f File) error {
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+// apply runs f and records it in one transaction, under the lock, unless it
+// is already up to date.
+func apply(ctx context.Context, conn *pgx.Conn, f File) (bool, error) {
+	did := false
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockSQL, int64(lockKey)); err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
+		}
+		var sum string
+		err := tx.QueryRow(ctx, "SELECT checksum FROM webhook_schema_migrations WHERE version = $1", f.Version).Scan(&sum)
+		switch {
+		case err == nil && upToDate(map[string]string{f.Version: sum}, f):
+			return nil
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("migrate %s: read its version: %w", f.Version, err)
+		}
 		if _, err := tx.Exec(ctx, f.SQL); err != nil {
 			return fmt.Errorf("migrate %s: %w", f.Version, err)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO webhook_schema_migrations (version, checksum) VALUES ($1, $2)
+		_, err = tx.Exec(ctx, `INSERT INTO webhook_schema_migrations (version, checksum) VALUES ($1, $2)
 			ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`, f.Version, f.Checksum)
 		if err != nil {
 			return fmt.Errorf("migrate %s: record: %w", f.Version, err)
 		}
+		did = true
 		return nil
 	})
+	return did && err == nil, err
 }
 
 func recorded(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {

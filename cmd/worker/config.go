@@ -38,8 +38,12 @@ const (
 // config is the whole environment configuration, parsed and validated.
 type config struct {
 	DatabaseURL string
-	WebhookURL  string // "" when there is no WEBHOOK_URL endpoint
-	Secret      []byte
+	// ListenURL (WEBHOOK_LISTEN_DATABASE_URL, default DatabaseURL) is the
+	// direct connection of the listener and the hush. Set to another URL,
+	// it also says DatabaseURL is pooled (PgBouncer in transaction mode).
+	ListenURL  string
+	WebhookURL string // "" when there is no WEBHOOK_URL endpoint
+	Secret     []byte
 	// SecretPrevious, until SecretPreviousUntil, also signs the WEBHOOK_URL
 	// endpoint's webhook-signature (a rotation's grace period); nil when
 	// WEBHOOK_SECRET_PREVIOUS is unset.
@@ -295,7 +299,21 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.EgressAllowLoopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)
 	e.egressRefusesEnvURL(c)
 	c.SignatureHeaders = e.signatureHeaders("WEBHOOK_SIGNATURE_HEADERS")
+	c.ListenURL = e.listenURL(c.DatabaseURL)
 	return c, errors.Join(e.errs...)
+}
+
+// listenURL reads WEBHOOK_LISTEN_DATABASE_URL, validated like DATABASE_URL
+// (and, like it, never printed); unset, it is databaseURL.
+func (e *env) listenURL(databaseURL string) string {
+	v := e.getenv("WEBHOOK_LISTEN_DATABASE_URL")
+	if v == "" {
+		return databaseURL
+	}
+	if _, err := pgxpool.ParseConfig(v); err != nil {
+		e.fail("WEBHOOK_LISTEN_DATABASE_URL", "is not a valid PostgreSQL connection string")
+	}
+	return v
 }
 
 func (e *env) logging() (string, slog.Level) {

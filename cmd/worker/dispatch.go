@@ -50,6 +50,9 @@ func runDispatcher(ctx context.Context, getenv func(string) string, stderr io.Wr
 		if errors.Is(err, schema.ErrNotMigrated) {
 			return exitSchema
 		}
+		if errors.Is(err, errListenPooled) {
+			return exitUsage
+		}
 		return exitFailure
 	}
 	log.Info("worker: stopped cleanly")
@@ -79,6 +82,8 @@ func leaseFor(cfg config) time.Duration {
 const poolSize = 5
 
 func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
+	// On the direct path (pooled.go; the pooled path has neither):
+	//
 	// synchronous_commit=off on the worker's own writes: they no longer
 	// queue for WAL flushes behind (and ahead of) the producers'. A database
 	// crash can lose only the last few hundred milliseconds of them; each
@@ -91,7 +96,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	// PostgreSQL keeps re-planning them (their custom plans look cheaper
 	// for the values at hand), which costs more than running them; their
 	// generic plans stay on the indexes (TestClaimAndRecordUseIndexes).
-	pool, err := openPool(ctx, cfg, poolSize, "synchronous_commit", "off", "plan_cache_mode", "force_generic_plan")
+	pool, path, err := openWorkerPool(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -99,11 +104,16 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := schema.Check(ctx, pool); err != nil {
 		return err
 	}
+	listenCC, err := listenBase(ctx, cfg)
+	if err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lst, err := listener.New(listener.Config{
-		Connect:    ownConnect(pool.Config().ConnConfig, "fluxora-webhook-listener"),
+		Connect:    ownConnect(listenCC, "fluxora-webhook-listener"),
+		Probe:      notifyProbe(pool),
 		Logger:     log,
 		Registerer: reg,
 	})
@@ -134,7 +144,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	hsh, err := listener.NewHush(listener.HushConfig{Connect: ownConnect(pool.Config().ConnConfig, "fluxora-webhook-hush"), Registerer: reg})
+	hsh, err := listener.NewHush(listener.HushConfig{Connect: ownConnect(listenCC, "fluxora-webhook-hush"), Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -170,6 +180,12 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return lst.Run(gctx) })
+	// Never run deaf: nothing is claimed before LISTEN is verified.
+	select {
+	case <-lst.Ready():
+	case <-gctx.Done():
+		return listenRefusal(g.Wait())
+	}
 	g.Go(func() error { return d.Run(gctx, work) })
 	g.Go(func() error { return hsh.Run(gctx) })
 	g.Go(func() error { return eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, cfg.DisableAfter) })
@@ -196,12 +212,12 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
 		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
 		"lease", lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
-		"gates", gatesSummary(cfg))
+		"gates", gatesSummary(cfg), "database_path", path.String())
 	err = g.Wait()
 	if forced.Load() {
 		return errShutdownTimeout
 	}
-	return err
+	return listenRefusal(err)
 }
 
 // ownConnect opens a connection outside the pool (the listener's, the

@@ -36,25 +36,15 @@ func runMigrate(ctx context.Context, getenv func(string) string, stdout, stderr 
 	return exitOK
 }
 
-// openPool connects to DATABASE_URL and checks the server answers. Errors
-// never contain the connection string.
-func openPool(ctx context.Context, cfg config, size int32, params ...string) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+// openPool connects an operator command (and migrate) to DATABASE_URL and
+// checks the server answers. It works directly and through PgBouncer in
+// transaction mode alike: no named prepared statement, no startup
+// parameter but application_name, no session state. Errors never contain
+// the connection string.
+func openPool(ctx context.Context, cfg config, size int32) (*pgxpool.Pool, error) {
+	pc, err := parsePool(cfg, size, pooledPath)
 	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL is not a valid PostgreSQL connection string")
+		return nil, err
 	}
-	pc.MaxConns = size
-	pc.ConnConfig.RuntimeParams["application_name"] = "fluxora-webhook-worker"
-	for i := 0; i+1 < len(params); i += 2 {
-		pc.ConnConfig.RuntimeParams[params[i]] = params[i+1]
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("database: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("database unreachable: %w", err)
-	}
-	return pool, nil
+	return connectPool(ctx, pc)
 }
