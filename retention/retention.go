@@ -11,9 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -135,13 +135,17 @@ func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err
 // retention lock (pg_try_advisory_xact_lock); got is false when another
 // worker holds it.
 func (d *Deleter) batch(ctx context.Context, sql string) (n int64, got bool, err error) {
-	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(lockKey)).Scan(&got); err != nil || !got {
-			return err
-		}
-		tag, err := tx.Exec(ctx, sql, d.cfg.Retention.Milliseconds(), d.cfg.BatchSize)
-		n = tag.RowsAffected()
-		return err
-	})
+	err = d.cfg.Pool.QueryRow(ctx, lockedSQL(sql), d.cfg.Retention.Milliseconds(), d.cfg.BatchSize, int64(lockKey)).Scan(&got, &n)
 	return n, got, err
+}
+
+// lockedSQL makes one statement of a batch: the transaction-scoped lock
+// ($3) and, only when it is taken, the DELETE. One statement, so that no
+// session of the worker ever sits idle in a transaction (which would hold
+// vacuum back), and the lock ends with it.
+func lockedSQL(deleteSQL string) string {
+	del := strings.Replace(deleteSQL, " WHERE id IN (", " WHERE (SELECT got FROM lock) AND id IN (", 1)
+	return `WITH lock AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($3) AS got),
+gone AS (` + del + ` RETURNING 1)
+SELECT (SELECT got FROM lock), (SELECT count(*) FROM gone)`
 }
