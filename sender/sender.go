@@ -7,6 +7,11 @@
 // HMAC-SHA256, keyed with the shared secret, of the decimal Unix timestamp
 // sent in x-fluxora-timestamp, a '.', and the body byte for byte; see Sign.
 //
+// Each request also carries the Standard Webhooks headers (webhook-id,
+// webhook-timestamp, webhook-signature; see SignStandard), and, while a
+// rotated-out secret is in its grace period (Config.PreviousSecret), a
+// second webhook-signature keyed with it.
+//
 // Redirects are never followed and TLS certificates are always verified.
 // The package never logs, and no error or Result text it produces contains
 // the secret, the payload, or the URL's credentials or query string.
