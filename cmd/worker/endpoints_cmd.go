@@ -16,18 +16,20 @@ import (
 )
 
 const endpointsUsage = `usage:
-  worker endpoints add --name N --url U [--events a,b] [--secret S] [--retry-rps N]
+  worker endpoints add --name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N]
   worker endpoints list [--json]
   worker endpoints update NAME [--url U] [--events a,b] [--retry-rps N]
   worker endpoints disable NAME [--reason R]
   worker endpoints enable NAME
   worker endpoints remove NAME [--force]
-  worker endpoints rotate-secret NAME [--grace 24h] [--secret S]
+  worker endpoints rotate-secret NAME [--grace 24h] [--secret S | --secret-file F]
 
 An endpoint receives the events of the types it subscribes to (--events;
 omitted, "" or "*": every type), signed with its own secret. Without
 --secret, add generates one (whsec_ + base64 of 32 random bytes) and prints
-it once: store it then, no command shows it again. URLs: https, or http only
+it once: store it then, no command shows it again. --secret-file reads it
+from a file instead (its first line; /dev/stdin for a pipe), so that it
+never stands in the process list. URLs: https, or http only
 to a loopback host; no credentials. --retry-rps overrides WEBHOOK_RETRY_RPS
 (update --retry-rps 0 clears it). Changes reach running workers within a
 second.
@@ -147,7 +149,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	name := fs.String("name", "", "endpoint name (required)")
 	u := fs.String("url", "", "endpoint URL (required)")
 	events := fs.String("events", "", "subscribed event types, comma-separated (default: every type)")
-	secret := fs.String("secret", "", "signing secret (default: generated and printed once)")
+	sf := secretFlags(fs, "signing secret")
 	rps := fs.Int("retry-rps", 0, "retry attempts per second (default: WEBHOOK_RETRY_RPS)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -163,25 +165,22 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 		fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
 		return exitUsage
 	}
-	generated := *secret == ""
-	if generated {
-		if *secret, err = endpoints.GenerateSecret(); err != nil {
-			fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
-			return exitFailure
-		}
+	secret, generated, code := sf.value("add", stderr)
+	if code != exitOK {
+		return code
 	}
 	s, done, code := endpointsStore(ctx, getenv, stderr, "add")
 	if s == nil {
 		return code
 	}
 	defer done()
-	e, err := s.Add(ctx, *name, *u, types, *secret, *rps)
+	e, err := s.Add(ctx, *name, *u, types, secret, *rps)
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
 	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s)\n", e.Name, e.ID, eventsText(e.EventTypes))
 	if generated {
-		fmt.Fprintf(stdout, "secret (shown once): %s\n", *secret)
+		fmt.Fprintf(stdout, "secret (shown once): %s\n", secret)
 	}
 	return exitOK
 }
@@ -357,42 +356,5 @@ func endpointsRemove(ctx context.Context, args []string, getenv func(string) str
 		return endpointsFail(stderr, "remove", name, err)
 	}
 	fmt.Fprintf(stdout, "removed endpoint %s; %d pending deliveries dead-lettered\n", name, moved)
-	return exitOK
-}
-
-func endpointsRotateSecret(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := endpointsFlags("rotate-secret", stderr)
-	grace := fs.Duration("grace", endpoints.GraceDefault, "how long the replaced secret keeps signing (0: not at all; at most 720h)")
-	secret := fs.String("secret", "", "the new secret (default: generated and printed once)")
-	name, code, ok := oneName(fs, args, stderr)
-	if !ok {
-		return code
-	}
-	generated := *secret == ""
-	if generated {
-		var err error
-		if *secret, err = endpoints.GenerateSecret(); err != nil {
-			fmt.Fprintf(stderr, "worker endpoints rotate-secret: %v\n", err)
-			return exitFailure
-		}
-	}
-	s, done, code := endpointsStore(ctx, getenv, stderr, "rotate-secret")
-	if s == nil {
-		return code
-	}
-	defer done()
-	e, err := s.RotateSecret(ctx, name, *secret, *grace)
-	if err != nil {
-		return endpointsFail(stderr, "rotate-secret", name, err)
-	}
-	if e.PreviousSecretUntil != nil {
-		fmt.Fprintf(stdout, "rotated the secret of endpoint %s; the previous secret also signs webhook-signature until %s\n",
-			e.Name, e.PreviousSecretUntil.UTC().Format(time.RFC3339))
-	} else {
-		fmt.Fprintf(stdout, "rotated the secret of endpoint %s; the previous secret signs nothing from now on\n", e.Name)
-	}
-	if generated {
-		fmt.Fprintf(stdout, "secret (shown once): %s\n", *secret)
-	}
 	return exitOK
 }

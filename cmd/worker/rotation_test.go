@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,4 +263,47 @@ func mustAtoi64(t *testing.T, s string) int64 {
 		t.Fatalf("%q is not a number", s)
 	}
 	return n
+}
+
+// --secret-file reads the secret from a file's first line (a pipe through
+// /dev/stdin works the same), so that it never stands in the process list.
+func TestSecretFile(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := write("first", rotOld+"\n")
+	second := write("second", rotNew+"\r\nignored second line\n")
+	empty := write("empty", "\n"+rotNew)
+	endpointsCLI(t, db, exitOK, "add", "--name", "billing", "--url", "https://hooks.example.com/", "--secret-file", first)
+	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE secret = $1", rotOld); n != 1 {
+		t.Fatal("add --secret-file did not store the file's first line")
+	}
+	code, out, errs := ops(t, db, "endpoints", "rotate-secret", "billing", "--secret-file", second)
+	if code != exitOK || strings.Contains(out+errs, rotNew) || strings.Contains(out, "shown once") {
+		t.Fatalf("rotate-secret --secret-file: exit %d\n%s%s", code, out, errs)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE secret = $1 AND secret_previous = $2", rotNew, rotOld); n != 1 {
+		t.Fatal("rotate-secret --secret-file did not store the file's first line as the new secret")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rotate-secret", "billing", "--secret-file", empty}, "holds no secret on its first line"},
+		{[]string{"rotate-secret", "billing", "--secret-file", dir + "/missing"}, "no such file"},
+		{[]string{"rotate-secret", "billing", "--secret-file", first, "--secret", "x"}, "not both"},
+		{[]string{"add", "--name", "x", "--url", "https://hooks.example.com/", "--secret-file", empty}, "--secret-file"},
+	} {
+		code, out, errs := ops(t, db, append([]string{"endpoints"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) || strings.Contains(out+errs, rotNew[6:]) {
+			t.Errorf("%q: exit %d %q, want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
 }
