@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -106,6 +107,9 @@ RETURNING o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::
 const nextDueSQL = `SELECT (EXTRACT(EPOCH FROM (min(created_at) - clock_timestamp())) * 1000)::bigint
 FROM webhook_outbox
 WHERE NOT processed AND created_at > now()`
+
+// nextDueMaxMS caps what NextDue returns: a day, in milliseconds.
+const nextDueMaxMS = 24 * 60 * 60 * 1000
 
 // Config configures a Claimer.
 type Config struct {
@@ -218,6 +222,13 @@ type Batch struct {
 	// Endpoints is the number of enabled endpoints in webhook_endpoints at
 	// the claim (0 when nothing was claimed).
 	Endpoints int
+	// Broken lists the leased rows the worker could not decode (a time
+	// the schema would refuse): they are not in Rows, and were moved to
+	// the dead letter, each with its Reason, in a statement of their own.
+	Broken []Broken
+	// BrokenErr is the error of that move, if it failed: the broken rows
+	// then stay leased, to be claimed again when their lease ends.
+	BrokenErr error
 }
 
 // Claim leases due rows (see Query), fanning out the events among them, in
@@ -240,8 +251,9 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	var r Row
 	var leased, fan bool
 	var fanout int
-	var prevUntil *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &r.CreatedAt, &r.Reclaimed,
+	var createdAt, prevUntil pgtype.Timestamptz
+	var brokenTokens []Token
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
 		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &b.Endpoints}, func() error {
 		b.Taken++
@@ -255,12 +267,13 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 				b.Unrouted = append(b.Unrouted, r.EventType)
 			}
 		}
-		r.PreviousUntil = time.Time{}
-		if prevUntil != nil {
-			r.PreviousUntil = *prevUntil
-		}
 		if leased {
-			b.Rows = append(b.Rows, r)
+			if err := decodeTimes(&r, createdAt, prevUntil); err != nil {
+				b.Broken = append(b.Broken, Broken{ID: r.ID, DeliveryID: r.DeliveryID, Reason: "the worker cannot handle this row: " + err.Error()})
+				brokenTokens = append(brokenTokens, r.Token)
+			} else {
+				b.Rows = append(b.Rows, r)
+			}
 		}
 		r.Payload, r.Headers = nil, nil // the next row scans into fresh slices
 		return nil
@@ -268,11 +281,35 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	if err != nil {
 		return Batch{}, fmt.Errorf("claim: %w", err)
 	}
+	if len(b.Broken) > 0 {
+		// Its batch mates are leased already and go on; a failure here
+		// leaves the broken rows leased, to be tried again when the lease
+		// ends.
+		b.BrokenErr = c.deadLetterBroken(ctx, b.Broken, brokenTokens)
+	}
 	// UPDATE … RETURNING has no order of its own.
 	slices.SortFunc(b.Rows, func(a, b Row) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return b, nil
+}
+
+// decodeTimes sets r's times from the claim's, or says why the worker
+// cannot handle them. A previous secret's end out of range ends its grace
+// period at once.
+func decodeTimes(r *Row, createdAt, prevUntil pgtype.Timestamptz) error {
+	t, err := timeOf("created_at", createdAt)
+	if err != nil {
+		return err
+	}
+	r.CreatedAt = t
+	r.PreviousUntil = time.Time{}
+	if until, err := timeOf("secret_previous_until", prevUntil); err == nil {
+		r.PreviousUntil = until
+	} else {
+		r.PreviousSecret = ""
+	}
+	return nil
 }
 
 // NextDue returns how long, by the database clock, until the earliest
@@ -285,5 +322,7 @@ func (c *Claimer) NextDue(ctx context.Context) (d time.Duration, ok bool, err er
 	if ms == nil {
 		return 0, false, nil
 	}
-	return time.Duration(max(*ms, 0)) * time.Millisecond, true, nil
+	// A row due centuries from now would overflow a Duration: a day is as
+	// good, the dispatcher asks again long before.
+	return time.Duration(min(max(*ms, 0), nextDueMaxMS)) * time.Millisecond, true, nil
 }

@@ -137,6 +137,16 @@ func (d *Dispatcher) fannedOut(b Batch) {
 	if b.FannedOut > 0 {
 		d.m.fannedOut.Add(float64(b.FannedOut))
 	}
+	if len(b.Broken) > 0 {
+		d.m.undecodable.Add(float64(len(b.Broken)))
+		if b.BrokenErr != nil {
+			d.log.Error("dispatcher: rows the worker cannot decode could not be dead-lettered; they stay leased until their lease ends",
+				"rows", len(b.Broken), "delivery_ids", b.Broken, "error", b.BrokenErr)
+		} else {
+			d.log.Warn("dispatcher: rows the worker cannot decode moved to the dead letter (their reason is in last_error)",
+				"rows", len(b.Broken), "delivery_ids", b.Broken)
+		}
+	}
 	if len(b.Unrouted) > 0 {
 		d.m.unrouted.Add(float64(len(b.Unrouted)))
 		d.log.Warn("dispatcher: events with no endpoint recorded as unrouted (no WEBHOOK_URL, no enabled endpoint subscribed to their type)",

@@ -15,6 +15,7 @@ type metrics struct {
 	lag           *prometheus.HistogramVec
 	fannedOut     prometheus.Counter
 	unrouted      prometheus.Counter
+	undecodable   prometheus.Counter
 	capWaits      *prometheus.CounterVec
 	batches       prometheus.Counter
 	rows          prometheus.Counter
@@ -72,6 +73,8 @@ func buildMetrics(f promauto.Factory) *metrics {
 		fannedOut: counter("fluxora_webhook_events_fanned_out_total", "Events fanned out to their endpoints (once per event)."),
 		unrouted: counter("fluxora_webhook_events_unrouted_total",
 			"Events recorded as unrouted: no WEBHOOK_URL endpoint and no enabled endpoint subscribed to their type."),
+		undecodable: counter("fluxora_webhook_undecodable_rows_total",
+			"Claimed rows the worker could not decode (a time out of range), each moved to the dead letter alone."),
 		capWaits: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "fluxora_webhook_endpoint_cap_waits_total",
 			Help: "Rows given back unattempted because their endpoint had WEBHOOK_ENDPOINT_CONCURRENCY deliveries in flight in this worker, by endpoint name.",

@@ -51,6 +51,10 @@ type Batch struct {
 	Unrouted []string
 	// Endpoints is the number of enabled endpoints in the table.
 	Endpoints int
+	// Broken are the delivery ids of leased rows the worker could not
+	// decode, moved to the dead letter alone (unless BrokenErr).
+	Broken    []string
+	BrokenErr error
 }
 
 // Kind says what becomes of a claimed row. The values match the claimer's.

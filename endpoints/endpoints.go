@@ -97,8 +97,9 @@ type Endpoint struct {
 
 // columns is what scan reads, in its order.
 const columns = `id::text, name, url, event_types, enabled, coalesce(disabled_reason, ''), coalesce(retry_rps, 0),
-  created_at, updated_at, failing_since, coalesce(last_error, ''), coalesce(last_status, 0), last_error_at, disabled_at,
-  CASE WHEN secret_previous_until > now() THEN secret_previous_until END`
+  webhook_time_clamp(created_at), webhook_time_clamp(updated_at), webhook_time_clamp(failing_since), coalesce(last_error, ''),
+  coalesce(last_status, 0), webhook_time_clamp(last_error_at), webhook_time_clamp(disabled_at),
+  CASE WHEN secret_previous_until > now() THEN webhook_time_clamp(secret_previous_until) END`
 
 func (e *Endpoint) fields() []any {
 	return []any{&e.ID, &e.Name, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.RetryRPS,

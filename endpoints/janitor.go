@@ -20,7 +20,7 @@ WHERE enabled AND failing_since < now() - $1::bigint * interval '1 microsecond' 
 // lockFailingSQL locks one of them and checks again, under the lock, that it
 // is still enabled and failing: a success recorded meanwhile (failing_since
 // cleared), an operator or another worker's janitor wins.
-const lockFailingSQL = `SELECT name, failing_since FROM webhook_endpoints
+const lockFailingSQL = `SELECT name, webhook_time_clamp(failing_since) FROM webhook_endpoints
 WHERE id = $1 AND enabled AND failing_since < now() - $2::bigint * interval '1 microsecond' FOR UPDATE`
 
 // RunJanitor, every every (JanitorEveryDefault when 0), disables the

@@ -31,6 +31,10 @@ func (s store) Claim(ctx context.Context, q dispatcher.Query) (dispatcher.Batch,
 	for i, r := range b.Rows {
 		out.Rows[i] = dispatcher.Row(r)
 	}
+	for _, r := range b.Broken {
+		out.Broken = append(out.Broken, r.DeliveryID)
+	}
+	out.BrokenErr = b.BrokenErr
 	return out, err
 }
 

@@ -58,14 +58,14 @@ type deliveryState struct {
 
 // attemptsSQL reads one delivery's history; the endpoint is named as in
 // `worker dlq list`.
-const attemptsSQL = `SELECT d.attempt, d.started_at, d.duration_ms, ` + endpointNameSQL + `, d.status, d.error_class, d.error
+const attemptsSQL = `SELECT d.attempt, webhook_time_clamp(d.started_at), d.duration_ms, ` + endpointNameSQL + `, d.status, d.error_class, d.error
 FROM webhook_attempts d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
 WHERE d.delivery_id = $1::uuid ORDER BY d.started_at, d.id`
 
 // stateSQL finds the delivery's row: a pending one first, then a dead
 // letter, then a processed one.
 const stateSQL = `SELECT state, attempt, due, reason, fanout FROM (
-  SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END AS state, attempt, created_at AS due,
+  SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END AS state, attempt, webhook_time_clamp(created_at) AS due,
     NULL::text AS reason, 0 AS fanout, 1 AS rank
   FROM webhook_outbox WHERE delivery_id = $1::uuid AND NOT processed
   UNION ALL

@@ -102,7 +102,7 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stderr, "worker dlq list: %v\n", err)
 		return exitFailure
 	}
-	rows, err := pool.Query(ctx, `SELECT d.delivery_id::text, `+endpointNameSQL+`, d.event_type, d.attempts, d.last_status, d.last_error, d.died_at
+	rows, err := pool.Query(ctx, `SELECT d.delivery_id::text, `+endpointNameSQL+`, d.event_type, d.attempts, d.last_status, d.last_error, webhook_time_clamp(d.died_at)
 		FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
 		WHERE ($1 = '' OR d.event_type = $1) AND `+endpointFilterSQL("$3", "$4")+`
 		ORDER BY d.died_at DESC, d.id DESC LIMIT $2`, *event, *limit, ep.given, ep.id)
@@ -184,14 +184,16 @@ var replayFilterSQL = `($1::uuid[] IS NULL OR d.delivery_id = ANY($1))
 // endpoint: a targeted row for an endpoint of the table; for the WEBHOOK_URL
 // endpoint, an event row with fanout 1 ("already fanned out"), which only
 // that endpoint receives (fanout NULL would fan the event out to every
-// endpoint again). Dead letters of a disabled or removed endpoint stay.
+// endpoint again), unless it died before its fan-out (fan_out, migration
+// 009): it is then fanned out again, as a new event. Dead letters of a
+// disabled or removed endpoint stay.
 var replaySQL = `WITH moved AS (
   DELETE FROM webhook_dead_letter d
   WHERE ` + replayFilterSQL + `
     AND (d.endpoint_id IS NULL OR EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
-  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id, d.headers)
+  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id, d.headers, d.fan_out)
 INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout, headers)
-SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL THEN 1 END, headers FROM moved`
+SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL AND NOT fan_out THEN 1 END, headers FROM moved`
 
 // blockedSQL counts the dead letters of the same selection that replaySQL
 // leaves, by endpoint; the name is empty when the endpoint was removed.

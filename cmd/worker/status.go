@@ -27,7 +27,7 @@ const statusSQL = `WITH pending AS (
   SELECT count(*) FILTER (WHERE created_at <= now() AND (locked_until IS NULL OR locked_until <= now())) AS due,
          count(*) FILTER (WHERE created_at > now()) AS scheduled,
          count(*) FILTER (WHERE locked_until > now()) AS in_flight,
-         COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE created_at <= now())), 0) AS oldest,
+         COALESCE(EXTRACT(EPOCH FROM now() - min(webhook_time_clamp(created_at)) FILTER (WHERE created_at <= now())), 0) AS oldest,
          COALESCE(sum(reclaims), 0) AS reclaims
   FROM webhook_outbox WHERE NOT processed
 ), recent AS (

@@ -47,8 +47,8 @@ const endpointsStatusSQL = `WITH p AS (
 ), d AS (
   SELECT endpoint_id, count(*) AS dead FROM webhook_dead_letter GROUP BY endpoint_id
 ), e AS (
-  SELECT id, name, url, enabled, coalesce(disabled_reason, '') AS disabled_reason, failing_since,
-         coalesce(last_error, '') AS last_error, last_status, last_error_at
+  SELECT id, name, url, enabled, coalesce(disabled_reason, '') AS disabled_reason, webhook_time_clamp(failing_since) AS failing_since,
+         coalesce(last_error, '') AS last_error, last_status, webhook_time_clamp(last_error_at) AS last_error_at
   FROM webhook_endpoints
   UNION ALL
   SELECT NULL, $1, '', true, '', NULL, '', NULL, NULL
