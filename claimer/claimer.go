@@ -40,7 +40,8 @@ const LeaseDefault = 30 * time.Second
 // the row lock of a claim in progress) and rows of the endpoints this worker
 // has at their concurrency cap ($3, and $4 for the WEBHOOK_URL endpoint).
 // reclaimed is true for a row whose previous lease expired without an
-// outcome or a release. The redundant "id = ANY(ARRAY(…))" gives the
+// outcome or a release; reclaims saturates at the integer's end rather
+// than fail the claim. The redundant "id = ANY(ARRAY(…))" gives the
 // planner an index condition on the primary key: without it, the generic
 // plan of the prepared statement (which assumes LIMIT $1 is a tenth of the
 // pending rows) joins through a sequential scan of the whole table,
@@ -84,7 +85,7 @@ const claimSQL = `WITH due AS (
 UPDATE webhook_outbox o
 SET locked_until = CASE WHEN due.fan AND (NOT $5::boolean OR $4::boolean) THEN NULL ELSE now() + $2 * interval '1 millisecond' END,
     lease_token = CASE WHEN due.fan AND (NOT $5::boolean OR $4::boolean) THEN NULL ELSE gen_random_uuid() END,
-    reclaims = o.reclaims + due.reclaimed::int,
+    reclaims = least(o.reclaims::bigint + due.reclaimed::int, 2147483647)::int,
     fanout = CASE WHEN due.fan THEN coalesce(counts.n, 0) + $5::boolean::int ELSE o.fanout END,
     processed = due.fan AND NOT $5::boolean,
     processed_at = CASE WHEN due.fan AND NOT $5::boolean THEN now() END
