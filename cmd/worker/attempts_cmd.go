@@ -26,7 +26,7 @@ the HTTP status (- when no response arrived), the class (retryable or
 permanent; - when delivered) and the error. Then where the delivery is now:
 pending (the next attempt and when it is due), delivered, or dead-lettered.
 History older than WEBHOOK_RETENTION is pruned. --json prints one JSON
-object per attempt, then one for the state.
+object: {"delivery_id", "attempts": [...] ([] when none), "state": {...}}.
 Exit codes: 0 ok, 1 failure (database, nothing known of the id), 2 usage,
 3 not migrated.
 `
@@ -43,6 +43,13 @@ type attempt struct {
 	Status     *int      `json:"status"`
 	ErrorClass *string   `json:"error_class"`
 	Error      *string   `json:"error"`
+}
+
+// attemptsJSON is what attempts --json prints.
+type attemptsJSON struct {
+	DeliveryID string        `json:"delivery_id"`
+	Attempts   []attempt     `json:"attempts"`
+	State      deliveryState `json:"state"`
 }
 
 // deliveryState is where a delivery is now.
@@ -76,7 +83,7 @@ const stateSQL = `SELECT state, attempt, due, reason, fanout FROM (
 
 func runAttempts(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := commandFlags("worker attempts", attemptsUsage, stderr)
-	asJSON := fs.Bool("json", false, "print JSON lines")
+	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,11 +115,13 @@ func runAttempts(ctx context.Context, args []string, getenv func(string) string,
 		return exitFailure
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, a := range list {
-			_ = enc.Encode(a)
+		if list == nil {
+			list = []attempt{}
 		}
-		_ = enc.Encode(st)
+		if err := json.NewEncoder(stdout).Encode(attemptsJSON{id, list, st}); err != nil {
+			fmt.Fprintf(stderr, "worker attempts: %v\n", err)
+			return exitFailure
+		}
 		return exitOK
 	}
 	printAttempts(stdout, id, list, st)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,31 +16,18 @@ import (
 )
 
 // attemptLines runs `worker attempts ID --json` and returns the attempts
-// and the state line.
+// and the state.
 func attemptLines(t *testing.T, db *testdb.DB, id string) ([]attempt, deliveryState) {
 	t.Helper()
 	code, out, errs := ops(t, db, "attempts", id, "--json")
 	if code != exitOK {
 		t.Fatalf("worker attempts %s: exit %d\n%s", id, code, errs)
 	}
-	var list []attempt
-	var st deliveryState
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		line := sc.Bytes()
-		if strings.Contains(string(line), `"state"`) {
-			if err := json.Unmarshal(line, &st); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		var a attempt
-		if err := json.Unmarshal(line, &a); err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		list = append(list, a)
+	var got attemptsJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.DeliveryID != id || got.Attempts == nil {
+		t.Fatalf("worker attempts %s --json: %v\n%s", id, err, out)
 	}
-	return list, st
+	return got.Attempts, got.State
 }
 
 // summary is an attempt list as "status/class" items.

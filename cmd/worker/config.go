@@ -137,9 +137,9 @@ func (e *env) egressRefusesEnvURL(c config) {
 
 // previousSecret reads WEBHOOK_SECRET_PREVIOUS and
 // WEBHOOK_SECRET_PREVIOUS_UNTIL (RFC 3339), which come together, and only
-// beside WEBHOOK_SECRET. An end already past is accepted (the previous
+// beside WEBHOOK_SECRET, from which it differs. An end already past is accepted (the previous
 // secret then signs nothing; the start-up log says so).
-func (e *env) previousSecret(haveSecret bool) ([]byte, time.Time) {
+func (e *env) previousSecret(secret string) ([]byte, time.Time) {
 	prev, until := e.getenv("WEBHOOK_SECRET_PREVIOUS"), strings.TrimSpace(e.getenv("WEBHOOK_SECRET_PREVIOUS_UNTIL"))
 	switch {
 	case prev == "" && until == "":
@@ -150,8 +150,11 @@ func (e *env) previousSecret(haveSecret bool) ([]byte, time.Time) {
 	case until == "":
 		e.fail("WEBHOOK_SECRET_PREVIOUS_UNTIL", "is required when WEBHOOK_SECRET_PREVIOUS is set: the end of its grace period, RFC 3339 (e.g. 2026-12-05T09:00:00Z)")
 		return nil, time.Time{}
-	case !haveSecret:
+	case secret == "":
 		e.fail("WEBHOOK_SECRET_PREVIOUS", "needs WEBHOOK_SECRET (the new secret) beside it")
+		return nil, time.Time{}
+	case prev == secret:
+		e.fail("WEBHOOK_SECRET_PREVIOUS", "is the same as WEBHOOK_SECRET: set WEBHOOK_SECRET to the new secret and WEBHOOK_SECRET_PREVIOUS to the one it replaces")
 		return nil, time.Time{}
 	}
 	t, err := time.Parse(time.RFC3339, until)
@@ -182,29 +185,6 @@ func (e *env) signatureHeaders(name string) sender.Headers {
 		h = sender.FluxoraHeaders | sender.StandardHeaders
 	}
 	return h
-}
-
-// prefixes parses a comma-separated list of CIDRs ("10.0.0.0/8,fd12::/16");
-// a bare address is its own /32 or /128.
-func (e *env) prefixes(name string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, f := range strings.Split(e.getenv(name), ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			a, aerr := netip.ParseAddr(f)
-			if aerr != nil {
-				e.fail(name, "must be comma-separated CIDRs (e.g. 10.0.0.0/8,fd12::/16), got %q", f)
-				continue
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		out = append(out, p.Masked())
-	}
-	return out
 }
 
 // bool parses true/false (1/0, t/f); empty is def.
@@ -264,7 +244,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	case c.WebhookURL == "" && len(c.Secret) > 0:
 		e.fail("WEBHOOK_URL", "is required when WEBHOOK_SECRET is set (or unset both to deliver only to the endpoints of webhook_endpoints)")
 	}
-	c.SecretPrevious, c.SecretPreviousUntil = e.previousSecret(len(c.Secret) > 0)
+	c.SecretPrevious, c.SecretPreviousUntil = e.previousSecret(string(c.Secret))
 	if c.WebhookURL != "" {
 		if _, err := sender.ValidateURL(c.WebhookURL); err != nil {
 			e.fail("WEBHOOK_URL", "%v", err)
@@ -282,20 +262,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.Concurrency = e.int("WEBHOOK_CONCURRENCY", concurrencyDefault, 1, 10000)
 	c.EndpointConcurrency = e.int("WEBHOOK_ENDPOINT_CONCURRENCY", max(1, c.Concurrency/4), 1, 10000)
 	c.DisableAfter = e.days("WEBHOOK_ENDPOINT_DISABLE_AFTER", disableAfterDefault)
-	c.MetricsAddr = e.getenv("WEBHOOK_METRICS_ADDR")
-	if c.MetricsAddr == "" {
-		c.MetricsAddr = metricsAddrDefault
-	} else if c.MetricsAddr == "off" {
-		c.MetricsAddr = ""
-	} else if !strings.Contains(c.MetricsAddr, ":") {
-		e.fail("WEBHOOK_METRICS_ADDR", "must be host:port, :port or off, got %q", c.MetricsAddr)
-	}
+	c.MetricsAddr = e.metricsAddr("WEBHOOK_METRICS_ADDR")
 	c.ShutdownTimeout = e.millis("WEBHOOK_SHUTDOWN_TIMEOUT_MS", shutdownTimeoutDefault, 1, 3600*1000)
-	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", retryRPSDefault, 1, 1_000_000)
+	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", retryRPSDefault, 1, retryRPSMax)
 	c.BreakerThreshold = e.int("WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", 0, 0, 1_000_000)
 	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", breakerResetDefault, 1, 7*24*3600*1000)
 	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gateTimeoutDefault, 1, 10_000)
-	c.EgressAllow = e.prefixes("WEBHOOK_EGRESS_ALLOW")
+	c.EgressAllow = e.egressAllow("WEBHOOK_EGRESS_ALLOW", e.bool("WEBHOOK_EGRESS_ALLOW_ALL", false))
 	c.EgressAllowLoopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)
 	e.egressRefusesEnvURL(c)
 	c.SignatureHeaders = e.signatureHeaders("WEBHOOK_SIGNATURE_HEADERS")
@@ -340,24 +313,21 @@ func (e *env) retention() time.Duration {
 	return e.days("WEBHOOK_RETENTION", retentionDefault)
 }
 
-// days parses a Go duration of at least a minute ("168h", "90m"), a number
-// of days ("7d"), or "0" (off).
+// daysSpan is what WEBHOOK_RETENTION and WEBHOOK_ENDPOINT_DISABLE_AFTER
+// accept: 1m to 100 years, or 0 (off).
+var daysSpan = span{min: time.Minute, max: 36500 * day, zeroOff: true}
+
+// days parses a Go duration ("168h", "90m") or a number of days ("7d"),
+// from 1m to 36500d, or "0" (off), with the parser of the command flags.
 func (e *env) days(name string, def time.Duration) time.Duration {
 	v := strings.TrimSpace(e.getenv(name))
 	if v == "" {
 		return def
 	}
-	if v == "0" {
-		return 0
+	d, err := parseDuration(v, daysSpan)
+	if err != nil {
+		e.fail(name, "%q is %v (e.g. 168h or 7d)", v, err)
+		return def
 	}
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err == nil && n >= 0 && n <= 36500 {
-			return time.Duration(n) * 24 * time.Hour
-		}
-	} else if d, err := time.ParseDuration(v); err == nil && d >= time.Minute {
-		return d
-	}
-	e.fail(name, "must be a duration of at least 1m (e.g. 168h), a number of days (e.g. 7d) or 0, got %q", v)
-	return def
+	return d
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,11 +17,19 @@ import (
 	"github.com/fluxora/webhook-worker/endpoints"
 )
 
-const dlqUsage = `usage:
-  worker dlq list [--limit N] [--event TYPE] [--endpoint NAME] [--json]
-  worker dlq replay (DELIVERY_ID... | --all | --endpoint NAME) [--event TYPE] [--since T]
-  worker dlq purge --before T [--endpoint NAME] [--yes]
+// dlqCommands are the commands of worker dlq, in the order of the help;
+// dlqRunners dispatches them.
+var dlqCommands = []command{
+	{"list", "[--limit N] [--event TYPE] [--endpoint NAME] [--json]", "dead letters, newest first"},
+	{"replay", "(DELIVERY_ID... | --all | --endpoint NAME) [--event TYPE] [--since T]", "send dead letters again, each to its own endpoint"},
+	{"purge", "--before T [--endpoint NAME] [--yes]", "delete the dead letters that died before T"},
+}
 
+func dlqRunners() map[string]runFunc {
+	return map[string]runFunc{"list": dlqList, "replay": dlqReplay, "purge": dlqPurge}
+}
+
+var dlqUsage = synopsis("worker dlq", dlqCommands) + `
 replay re-enqueues each dead letter as a fresh attempt 1 with the same
 delivery id, for the same endpoint only, and removes it from
 webhook_dead_letter in the same transaction. An unknown id replays nothing
@@ -31,28 +38,35 @@ and exits 1; so does an id whose endpoint is disabled or removed. With
 skipped (stderr says how many and why) and the others replayed.
 --endpoint NAME keeps the dead letters of that endpoint ("default": the
 WEBHOOK_URL endpoint). purge without --yes only counts and exits 2. T is
-RFC 3339, a date (2026-12-01) or an age (24h, 7d).
+RFC 3339, a date (2026-12-01) or an age (24h, 7d; at most 36500d). --limit
+is 1 to 1000000 (default 50). --json prints a JSON array ([] when empty).
 Exit codes: 0 ok, 1 failure (database, unknown id or endpoint, endpoint
-disabled), 2 usage, 3 not migrated.
+disabled), 2 usage or a bad value, 3 not migrated.
 `
 
+// dlqLimitMax is the most dead letters dlq list prints.
+const dlqLimitMax = 1_000_000
+
 func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return runGroup(ctx, "dlq", dlqRunners(), dlqUsage, args, getenv, stdout, stderr)
+}
+
+// runGroup dispatches args[0] among the commands of group (dlq,
+// endpoints), whose help is usage.
+func runGroup(ctx context.Context, group string, cmds map[string]runFunc, usage string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, dlqUsage)
+		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
+	if cmd, ok := cmds[args[0]]; ok {
+		return cmd(ctx, args[1:], getenv, stdout, stderr)
+	}
 	switch args[0] {
-	case "list":
-		return dlqList(ctx, args[1:], getenv, stdout, stderr)
-	case "replay":
-		return dlqReplay(ctx, args[1:], getenv, stdout, stderr)
-	case "purge":
-		return dlqPurge(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, dlqUsage)
+		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "worker dlq: unknown command %q\n\n%s", args[0], dlqUsage)
+	fmt.Fprintf(stderr, "worker %s: unknown command %q\n\n%s", group, args[0], usage)
 	return exitUsage
 }
 
@@ -81,16 +95,12 @@ type deadLetter struct {
 
 func dlqList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := dlqFlags("list", stderr)
-	limit := fs.Int("limit", 50, "most entries, newest first")
+	limit := rangeFlag(fs, "limit", 50, 1, dlqLimitMax, "most entries, newest first")
 	event := fs.String("event", "", "only this event type")
 	endpoint := fs.String("endpoint", "", `only this endpoint's ("default": the WEBHOOK_URL one)`)
-	asJSON := fs.Bool("json", false, "print JSON lines")
+	asJSON := fs.Bool("json", false, "print a JSON array")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
-	}
-	if *limit < 1 {
-		fmt.Fprintln(stderr, "worker dlq list: --limit must be at least 1")
-		return exitUsage
 	}
 	pool, code := opsPool(ctx, getenv, stderr, "dlq list")
 	if pool == nil {
@@ -116,11 +126,7 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 		return exitFailure
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, d := range list {
-			_ = enc.Encode(d)
-		}
-		return exitOK
+		return printJSON(stdout, stderr, "dlq list", list)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "DELIVERY ID\tENDPOINT\tEVENT\tATTEMPTS\tSTATUS\tDIED AT\tLAST ERROR")
@@ -221,7 +227,7 @@ func dlqReplay(ctx context.Context, args []string, getenv func(string) string, s
 	fs := dlqFlags("replay", stderr)
 	all := fs.Bool("all", false, "replay every dead letter (with --event/--since/--endpoint: every matching one)")
 	event := fs.String("event", "", "only this event type")
-	since := fs.String("since", "", "only those that died at or after T")
+	since := timeArgFlag(fs, "since", "only those that died at or after T")
 	endpoint := fs.String("endpoint", "", `only this endpoint's ("default": the WEBHOOK_URL one)`)
 	ids, err := parseInterleaved(fs, args)
 	if err == flag.ErrHelp {
@@ -243,13 +249,8 @@ func dlqReplay(ctx context.Context, args []string, getenv func(string) string, s
 		uuids = append(uuids, id)
 	}
 	var sinceT *time.Time
-	if *since != "" {
-		t, err := parseTimeArg("since", *since, time.Now())
-		if err != nil {
-			fmt.Fprintf(stderr, "worker dlq replay: %v\n", err)
-			return exitUsage
-		}
-		sinceT = &t
+	if since.set {
+		sinceT = &since.t
 	}
 	pool, code := opsPool(ctx, getenv, stderr, "dlq replay")
 	if pool == nil {
@@ -322,21 +323,17 @@ func replayable(ctx context.Context, tx pgx.Tx, uuids []string) error {
 
 func dlqPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := dlqFlags("purge", stderr)
-	before := fs.String("before", "", "delete dead letters that died before T (required)")
+	before := timeArgFlag(fs, "before", "delete dead letters that died before T (required)")
 	endpoint := fs.String("endpoint", "", `only this endpoint's ("default": the WEBHOOK_URL one)`)
 	yes := fs.Bool("yes", false, "really delete (without it, only count)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *before == "" {
+	if !before.set {
 		fmt.Fprintln(stderr, "worker dlq purge: --before is required")
 		return exitUsage
 	}
-	t, err := parseTimeArg("before", *before, time.Now())
-	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq purge: %v\n", err)
-		return exitUsage
-	}
+	t := before.t
 	pool, code := opsPool(ctx, getenv, stderr, "dlq purge")
 	if pool == nil {
 		return code

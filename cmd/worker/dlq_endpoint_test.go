@@ -74,11 +74,11 @@ func TestDLQListByEndpoint(t *testing.T) {
 	} {
 		code, out, errs := ops(t, f.db, "dlq", "list", "--json", "--endpoint", tc.endpoint)
 		var got []string
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var d deadLetter
-			if err := json.Unmarshal([]byte(line), &d); err != nil {
-				t.Fatalf("%v: %q", err, line)
-			}
+		var list []deadLetter
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			t.Fatalf("%v: %q", err, out)
+		}
+		for _, d := range list {
 			if d.Endpoint != tc.endpoint {
 				t.Errorf("--endpoint %s: a dead letter of %q", tc.endpoint, d.Endpoint)
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,23 +14,40 @@ import (
 	"github.com/fluxora/webhook-worker/endpoints"
 )
 
-const endpointsUsage = `usage:
-  worker endpoints add --name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N]
-  worker endpoints list [--json]
-  worker endpoints update NAME [--url U] [--events a,b] [--retry-rps N]
-  worker endpoints disable NAME [--reason R]
-  worker endpoints enable NAME
-  worker endpoints remove NAME [--force]
-  worker endpoints rotate-secret NAME [--grace 24h] [--secret S | --secret-file F]
+// endpointsCommands are the commands of worker endpoints, in the order of
+// the help; endpointsRunners dispatches them.
+var endpointsCommands = []command{
+	{"add", "--name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N]", "add an endpoint"},
+	{"list", "[--json]", "every endpoint, never its secret"},
+	{"update", "NAME [--url U] [--events a,b] [--retry-rps N]", "change an endpoint's URL, events or retry rate"},
+	{"disable", "NAME [--reason R]", "stop delivering to an endpoint; its pending deliveries are dead-lettered"},
+	{"enable", "NAME", "deliver to a disabled endpoint again"},
+	{"remove", "NAME [--force]", "remove an endpoint"},
+	{"rotate-secret", "NAME [--grace 24h] [--secret S | --secret-file F]", "sign with a new secret, the old one beside it for a grace period"},
+}
 
+func endpointsRunners() map[string]runFunc {
+	return map[string]runFunc{
+		"add": endpointsAdd, "list": endpointsList, "update": endpointsUpdate,
+		"disable": endpointsDisable, "enable": endpointsEnable, "remove": endpointsRemove,
+		"rotate-secret": endpointsRotateSecret,
+	}
+}
+
+// retryRPSMax is the largest --retry-rps, as of WEBHOOK_RETRY_RPS (the
+// column is an integer).
+const retryRPSMax = 1_000_000
+
+var endpointsUsage = synopsis("worker endpoints", endpointsCommands) + `
 An endpoint receives the events of the types it subscribes to (--events;
 omitted, "" or "*": every type), signed with its own secret. Without
 --secret, add generates one (whsec_ + base64 of 32 random bytes) and prints
 it once: store it then, no command shows it again. --secret-file reads it
 from a file instead (its first line; /dev/stdin for a pipe), so that it
 never stands in the process list. URLs: https, or http only
-to a loopback host; no credentials. --retry-rps overrides WEBHOOK_RETRY_RPS
-(update --retry-rps 0 clears it). Changes reach running workers within a
+to a loopback host; no credentials. --retry-rps (1 to 1000000) overrides
+WEBHOOK_RETRY_RPS (update --retry-rps 0 clears it). --json prints a JSON
+array ([] when empty). Changes reach running workers within a
 second.
 
 rotate-secret makes a new secret (generated and printed once without
@@ -51,25 +67,7 @@ pending deliveries), 2 usage or a bad value, 3 not migrated.
 `
 
 func runEndpoints(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, endpointsUsage)
-		return exitUsage
-	}
-	cmds := map[string]func(context.Context, []string, func(string) string, io.Writer, io.Writer) int{
-		"add": endpointsAdd, "list": endpointsList, "update": endpointsUpdate,
-		"disable": endpointsDisable, "enable": endpointsEnable, "remove": endpointsRemove,
-		"rotate-secret": endpointsRotateSecret,
-	}
-	if cmd, ok := cmds[args[0]]; ok {
-		return cmd(ctx, args[1:], getenv, stdout, stderr)
-	}
-	switch args[0] {
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, endpointsUsage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "worker endpoints: unknown command %q\n\n%s", args[0], endpointsUsage)
-	return exitUsage
+	return runGroup(ctx, "endpoints", endpointsRunners(), endpointsUsage, args, getenv, stdout, stderr)
 }
 
 func endpointsFlags(name string, stderr io.Writer) *flag.FlagSet {
@@ -138,7 +136,8 @@ func oneName(fs *flag.FlagSet, args []string, stderr io.Writer) (string, int, bo
 		return "", exitUsage, false
 	}
 	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "%s: give exactly one endpoint NAME (got %d arguments)\n", fs.Name(), len(pos))
+		fmt.Fprintf(stderr, "%s: give exactly one endpoint NAME (got %d arguments)\n\n", fs.Name(), len(pos))
+		fs.Usage()
 		return "", exitUsage, false
 	}
 	return pos[0], exitOK, true
@@ -150,7 +149,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	u := fs.String("url", "", "endpoint URL (required)")
 	events := fs.String("events", "", "subscribed event types, comma-separated (default: every type)")
 	sf := secretFlags(fs, "signing secret")
-	rps := fs.Int("retry-rps", 0, "retry attempts per second (default: WEBHOOK_RETRY_RPS)")
+	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -204,7 +203,7 @@ func eventsText(types []string) string {
 
 func endpointsList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := endpointsFlags("list", stderr)
-	asJSON := fs.Bool("json", false, "print JSON lines")
+	asJSON := fs.Bool("json", false, "print a JSON array")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -221,11 +220,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		list[i].URL = displayURL(list[i].URL)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, e := range list {
-			_ = enc.Encode(e)
-		}
-		return exitOK
+		return printJSON(stdout, stderr, "endpoints list", list)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tPREVIOUS SECRET UNTIL\tDISABLED REASON / LAST ERROR")
@@ -253,7 +248,7 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	fs := endpointsFlags("update", stderr)
 	u := fs.String("url", "", "new URL")
 	events := fs.String("events", "", `subscribed event types, comma-separated ("" or "*": every type)`)
-	rps := fs.Int("retry-rps", 0, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
+	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
 	name, code, ok := oneName(fs, args, stderr)
 	if !ok {
 		return code

@@ -70,7 +70,7 @@ func readSecretFile(path string) (string, error) {
 
 func endpointsRotateSecret(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := endpointsFlags("rotate-secret", stderr)
-	grace := fs.Duration("grace", endpoints.GraceDefault, "how long the replaced secret keeps signing (0: not at all; at most 720h)")
+	grace := spanFlag(fs, "grace", endpoints.GraceDefault, span{max: endpoints.GraceMax}, "how long the replaced secret keeps signing (0: not at all)")
 	sf := secretFlags(fs, "the new secret")
 	name, code, ok := oneName(fs, args, stderr)
 	if !ok {

@@ -4,7 +4,8 @@
 //	worker migrate    create or upgrade the tables and the trigger
 //	worker status     show the outbox at a glance
 //	worker dlq ...    list, replay and purge dead letters
-//	worker endpoints ... add, list, update, disable, enable, remove endpoints
+//	worker endpoints ... add, list, update, disable, enable, remove endpoints, rotate their secrets
+//	worker attempts   every attempt of one delivery
 //
 // Exit codes: 0 success; 1 runtime failure (database unreachable, shutdown
 // timeout exceeded); 2 bad usage or configuration; 3 schema not migrated.
@@ -33,19 +34,38 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `usage: worker [command]
+// runFunc runs one command with the arguments after its name.
+type runFunc func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int
 
-Commands:
-  (none)    run the dispatcher
-  migrate   apply every migration and trigger (idempotent)
-  status    pending, scheduled, oldest age, dead letters, workers [--json]
-  dlq       list, replay and purge dead letters (worker dlq --help)
-  endpoints add, list, update, disable, enable, remove endpoints (worker endpoints --help)
-  attempts  every attempt of one delivery, across retries and replays (worker attempts --help)
-  help      show this text
+// topCommands are the commands of worker, in the order of the help; dlq
+// and endpoints list their own (dlqCommands, endpointsCommands).
+var topCommands = []command{
+	{"migrate", "", "apply every migration and trigger (idempotent)"},
+	{"status", "[--endpoint NAME] [--json]", "pending, scheduled, oldest age, dead letters, workers, endpoints"},
+	{"dlq", "", "dead letters"},
+	{"endpoints", "", "the endpoints of webhook_endpoints"},
+	{"attempts", "DELIVERY_ID [--json]", "every attempt of one delivery, across retries and replays"},
+}
 
-Configuration comes from the environment; see README.md.
-`
+// topRunners dispatches the commands of topCommands ("" runs the
+// dispatcher).
+func topRunners() map[string]runFunc {
+	return map[string]runFunc{
+		"": func(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) int {
+			if len(args) > 0 {
+				fmt.Fprintf(stderr, "worker: unexpected argument %q\n\n%s", args[0], usage)
+				return exitUsage
+			}
+			return runDispatcher(ctx, getenv, stderr)
+		},
+		"migrate": runMigrate, "status": runStatus, "dlq": runDLQ, "endpoints": runEndpoints, "attempts": runAttempts,
+	}
+}
+
+// groups are the commands that have commands of their own.
+var groups = map[string][]command{"dlq": dlqCommands, "endpoints": endpointsCommands}
+
+var usage = topUsage()
 
 // run is main without the process: tests call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -54,23 +74,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
-	case "":
-		return runDispatcher(ctx, getenv, stderr)
-	case "migrate":
-		return runMigrate(ctx, getenv, stdout, stderr)
-	case "status":
-		return runStatus(ctx, args, getenv, stdout, stderr)
-	case "dlq":
-		return runDLQ(ctx, args, getenv, stdout, stderr)
-	case "endpoints":
-		return runEndpoints(ctx, args, getenv, stdout, stderr)
-	case "attempts":
-		return runAttempts(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
+		return runHelp(ctx, args, getenv, stdout, stderr)
+	}
+	if r, ok := topRunners()[cmd]; ok {
+		return r(ctx, args, getenv, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+// runHelp is `worker help [COMMAND...]`: this text, or that command's.
+func runHelp(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	default:
-		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", cmd, usage)
+	}
+	if _, ok := topRunners()[args[0]]; !ok || args[0] == "" {
+		fmt.Fprintf(stderr, "worker help: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
+	return run(ctx, append(append([]string{}, args...), "--help"), getenv, stdout, stderr)
+}
+
+// topUsage is the text of worker --help: every command and subcommand.
+func topUsage() string {
+	var rows [][2]string
+	rows = append(rows, [2]string{"(none)", "run the dispatcher"})
+	for _, c := range topCommands {
+		if sub, ok := groups[c.name]; ok {
+			for _, s := range sub {
+				rows = append(rows, [2]string{c.name + " " + s.name, s.summary})
+			}
+			continue
+		}
+		rows = append(rows, [2]string{c.name, c.summary})
+	}
+	rows = append(rows, [2]string{"help [COMMAND]", "show this text, or that command's"})
+	return "usage: worker [command]\n\nCommands:\n" + columns(rows) +
+		"\n`worker COMMAND --help` shows a command's arguments and flags.\nConfiguration comes from the environment; see README.md.\n"
 }

@@ -10,7 +10,17 @@ import (
 	schema "github.com/fluxora/webhook-worker/sql"
 )
 
-func runMigrate(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) int {
+const migrateUsage = `usage: worker migrate
+
+Applies every migration of sql/migrations not applied yet, each in its own
+transaction, and (re)creates the trigger: idempotent. DATABASE_URL names
+the database. Exit codes: 0 ok, 1 failure, 2 usage or configuration.
+`
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(commandFlags("worker migrate", migrateUsage, stderr), args); !ok {
+		return code
+	}
 	cfg, err := loadDatabaseConfig(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker migrate: configuration:\n%v\n", err)

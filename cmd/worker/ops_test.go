@@ -90,7 +90,8 @@ func TestDLQListAndReplay(t *testing.T) {
 	deadLetters(t, db, [3]string{idA, "invoice.paid", "2 days"}, [3]string{idB, "stream.updated", "1 hour"}, [3]string{idC, "stream.updated", "10 minutes"})
 
 	code, out, _ := ops(t, db, "dlq", "list", "--json", "--event", "stream.updated")
-	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, idC) || strings.Contains(out, idA) {
+	var listed []deadLetter
+	if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil || len(listed) != 2 || !strings.Contains(out, idC) || strings.Contains(out, idA) {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
 	if code, out, _ := ops(t, db, "dlq", "list"); code != 0 || !strings.Contains(out, "DELIVERY ID") || !strings.Contains(out, idA) {

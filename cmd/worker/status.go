@@ -67,14 +67,20 @@ type circuitStatus struct {
 	Error    string    `json:"error,omitempty"`
 }
 
+const statusUsage = `usage: worker status [--endpoint NAME] [--json]
+
+Pending, in flight, scheduled, oldest pending age, processed and unrouted in
+the last hour, leases reclaimed from dead workers, dead letters, listening
+workers; then per endpoint: state, pending, in flight, scheduled, dead
+letters, circuit state (with REDIS_URL) and last error. --endpoint NAME
+shows that endpoint only. --json prints one JSON object (its endpoints: []
+when there are none).
+`
+
 func runStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("worker status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("worker status", statusUsage, stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	only := fs.String("endpoint", "", "show only this endpoint (default: the WEBHOOK_URL one)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: worker status [--endpoint NAME] [--json]\n\nPending, in flight, scheduled, oldest pending age, processed and unrouted in\nthe last hour, leases reclaimed from dead workers, dead letters, listening\nworkers; then per endpoint: state, pending, in flight, scheduled, dead\nletters, circuit state (with REDIS_URL) and last error. --endpoint NAME\nshows that endpoint only.\n")
-	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -187,7 +193,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 		return exitUsage, false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (it takes none)\n\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
 		return exitUsage, false
 	}
 	return 0, true

@@ -69,7 +69,7 @@ func endpointsStatus(ctx context.Context, pool *pgxpool.Pool, getenv func(string
 	if err != nil {
 		return nil, err
 	}
-	var out []endpointStatus
+	out := []endpointStatus{}
 	var e endpointStatus
 	_, err = pgx.ForEachRow(rows, []any{&e.Name, &e.url, &e.Enabled, &e.DisabledReason, &e.Pending, &e.Scheduled, &e.InFlight,
 		&e.DeadLetters, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt}, func() error {
