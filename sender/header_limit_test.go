@@ -31,7 +31,7 @@ func hugeHeaders(w http.ResponseWriter, r *http.Request, n int) {
 		n -= k
 	}
 	if err == nil {
-		_, _ = bw.WriteString("\r\nContent-Length: 0\r\n\r\n")
+		_, _ = bw.WriteString("\r\nContent-Length: 0\r\nConnection: close\r\n\r\n") // the connection is not reused
 		_ = bw.Flush()
 	}
 }
