@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -12,14 +13,18 @@ import (
 
 // errorText describes err, which ended the attempt made under reqCtx (a
 // child of parent), for Result.Error: "timeout after <Timeout>" when the
-// Sender's own timeout fired, the context's error when parent ended, else
-// the network error without its *url.Error wrapper (which quotes the URL).
+// Sender's own timeout fired, the context's error when parent ended,
+// "response headers exceeded <n> bytes" when the consumer sent more than
+// the limit, else the network error without its *url.Error wrapper (which
+// quotes the URL).
 func (s *Sender) errorText(parent, reqCtx context.Context, err error) string {
 	switch {
 	case parent.Err() != nil:
 		return parent.Err().Error()
 	case errors.Is(context.Cause(reqCtx), errTimeout):
 		return timeoutText(s.timeout)
+	case headerLimitHit(err):
+		return "response headers exceeded " + strconv.FormatInt(s.maxHeader, 10) + " bytes"
 	}
 	for {
 		var ue *url.Error
@@ -29,6 +34,15 @@ func (s *Sender) errorText(parent, reqCtx context.Context, err error) string {
 		err = ue.Err
 	}
 	return s.scrub(err.Error())
+}
+
+// headerLimitHit reports whether err is net/http's refusal of a response
+// whose headers exceeded Transport.MaxResponseHeaderBytes. net/http has no
+// sentinel for it, only this text ("net/http: server response headers
+// exceeded 65536 bytes; aborted"), which never quotes the headers;
+// TestHugeResponseHeaders holds it to that.
+func headerLimitHit(err error) bool {
+	return strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 func timeoutText(d time.Duration) string {

@@ -7,8 +7,9 @@ type Outcome int
 const (
 	// Delivered means the consumer answered 2xx.
 	Delivered Outcome = iota + 1
-	// Retryable means a network error, a timeout, a canceled context, or
-	// status 408, 429 or 5xx: the same request may succeed later.
+	// Retryable means a network error, a timeout, a canceled context,
+	// response headers over Config.MaxResponseHeaderBytes, or status 408,
+	// 429 or 5xx: the same request may succeed later.
 	Retryable
 	// Permanent means any other status, 3xx included (redirects are never
 	// followed), or a request that cannot be built (for example a header

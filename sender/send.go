@@ -54,8 +54,8 @@ type Result struct {
 	// Status is the HTTP status, 0 when no response arrived.
 	Status int
 	// Error is a short reason when not delivered, such as "http 503",
-	// "timeout after 10s", "redirect 302 not followed" or the network
-	// error. It never contains the URL's query or credentials, the secret
+	// "timeout after 10s", "redirect 302 not followed", "response headers
+	// exceeded 65536 bytes" or the network error. It never contains the URL's query or credentials, the secret
 	// or the payload, and is at most MaxErrorTextBytes of valid UTF-8
 	// without control characters. Empty when delivered.
 	Error string

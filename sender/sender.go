@@ -43,6 +43,9 @@ const (
 	MaxResponseBytes = 64 << 10
 	// MaxErrorTextBytes is the longest Result.Error, in bytes.
 	MaxErrorTextBytes = 512
+	// MaxResponseHeaderBytesDefault is the default
+	// Config.MaxResponseHeaderBytes (64 KiB).
+	MaxResponseHeaderBytesDefault = 64 << 10
 )
 
 // Config configures a Sender.
@@ -60,6 +63,14 @@ type Config struct {
 	// Defaults to 64 (MaxConnsDefault); must not be negative. Ignored when
 	// Transport is set.
 	MaxConns int
+	// MaxResponseHeaderBytes caps the response's status line and headers,
+	// in bytes (HTTP/1.1 1xx responses are each allowed as much). A
+	// consumer that sends more fails the attempt as Retryable with "response
+	// headers exceeded <n> bytes", and its connection is closed: nothing
+	// past the limit is read or kept. Defaults to 64 KiB
+	// (MaxResponseHeaderBytesDefault); must not be negative. Ignored when
+	// Transport is set.
+	MaxResponseHeaderBytes int64
 	// Now is the clock of x-fluxora-timestamp and of Retry-After dates.
 	// Defaults to time.Now. Result.Duration uses the monotonic clock.
 	Now func() time.Time
@@ -105,6 +116,8 @@ type Sender struct {
 	secret  []byte
 	timeout time.Duration
 	now     func() time.Time
+	// maxHeader is the response header limit errorText names.
+	maxHeader int64
 	// transport sends each request once: calling it directly (not through
 	// an http.Client) never follows a redirect, a 3xx comes back as it is,
 	// and no per-request header copies are made for redirect handling.
@@ -140,9 +153,12 @@ func New(cfg Config) (*Sender, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.maxHeader = cmp.Or(cfg.MaxResponseHeaderBytes, MaxResponseHeaderBytesDefault)
 	transport := cfg.Transport
 	if transport == nil {
-		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), cfg.Control)
+		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), s.maxHeader, cfg.Control)
+	} else if t, ok := transport.(*http.Transport); ok {
+		s.maxHeader = transportHeaderLimit(t)
 	}
 	s.transport = transport
 	s.signers.New = func() any { return &signer{mac: hmac.New(sha256.New, s.secret)} }
@@ -174,6 +190,9 @@ func checkConfig(cfg Config) error {
 	if cfg.MaxConns < 0 {
 		errs = append(errs, fieldError("MaxConns", "must not be negative"))
 	}
+	if cfg.MaxResponseHeaderBytes < 0 {
+		errs = append(errs, fieldError("MaxResponseHeaderBytes", "must not be negative"))
+	}
 	if t, ok := cfg.Transport.(*http.Transport); ok && t.TLSClientConfig != nil && t.TLSClientConfig.InsecureSkipVerify {
 		errs = append(errs, fieldError("Transport", "must verify TLS certificates"))
 	}
@@ -192,13 +211,14 @@ func (s *Sender) Close() {
 }
 
 // newTransport returns the default transport: keep-alive with up to
-// maxConns connections, HTTP/1.1, no proxy, certificates verified. It is
+// maxConns connections, response headers read up to maxHeader bytes,
+// HTTP/1.1, no proxy, certificates verified. It is
 // built from scratch rather than cloned from http.DefaultTransport so that
 // neither proxy settings nor a process-wide change to DefaultTransport leak
 // in. Dial, TLS handshake and response have no limits of their own: the
 // attempt's context (Config.Timeout) bounds them all, so whichever stalls,
 // the attempt ends as "timeout after <Timeout>".
-func newTransport(maxConns int, control func(network, address string, c syscall.RawConn) error) *http.Transport {
+func newTransport(maxConns int, maxHeader int64, control func(network, address string, c syscall.RawConn) error) *http.Transport {
 	dialer := &net.Dialer{KeepAlive: 30 * time.Second, Control: control}
 	return &http.Transport{
 		Proxy:               nil, // never from the environment
@@ -210,5 +230,18 @@ func newTransport(maxConns int, control func(network, address string, c syscall.
 		MaxConnsPerHost:     maxConns,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   false,
+		// Without it, net/http reads up to 10 MiB of headers into memory
+		// per response: a hostile consumer could hold that much per
+		// connection, times MaxConns, in every worker.
+		MaxResponseHeaderBytes: maxHeader,
 	}
+}
+
+// transportHeaderLimit is the response header limit t applies, net/http's
+// default (10 MiB) when it sets none.
+func transportHeaderLimit(t *http.Transport) int64 {
+	if t.MaxResponseHeaderBytes > 0 {
+		return t.MaxResponseHeaderBytes
+	}
+	return 10 << 20
 }

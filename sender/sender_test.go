@@ -116,6 +116,8 @@ func TestNew(t *testing.T) {
 		{"NilSecret", func(c *sender.Config) { c.Secret = nil }, "sender: Secret: must not be empty"},
 		{"NegativeTimeout", func(c *sender.Config) { c.Timeout = -time.Second }, "sender: Timeout: must not be negative"},
 		{"NegativeMaxConns", func(c *sender.Config) { c.MaxConns = -1 }, "sender: MaxConns: must not be negative"},
+		{"NegativeMaxResponseHeaderBytes", func(c *sender.Config) { c.MaxResponseHeaderBytes = -1 },
+			"sender: MaxResponseHeaderBytes: must not be negative"},
 		{"InsecureTransport", func(c *sender.Config) { c.Transport = insecure }, "sender: Transport: must verify TLS certificates"},
 		{"EveryProblem", func(c *sender.Config) { c.URL, c.Secret = "ftp://x", nil }, "sender: URL: must be https"},
 	}

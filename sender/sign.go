@@ -44,17 +44,31 @@ func (sg *signer) sign(ts int64, body []byte) (tsText, sig string) {
 }
 
 // StandardKey is the Standard Webhooks signing key of a secret: the
-// base64-decoded part of a "whsec_" secret, and the secret's own bytes
-// otherwise (also a "whsec_" secret whose rest is not base64). A consumer
-// hands the first kind to a Standard Webhooks library as it is
-// (NewWebhook("whsec_…")), the second as raw bytes (NewWebhookRaw).
+// base64-decoded part of a "whsec_" secret, standard base64 with or without
+// its '=' padding (as the npm standardwebhooks and svix libraries read it),
+// and the secret's own bytes otherwise (also a "whsec_" secret whose rest is
+// not base64, or is empty). A consumer hands the first kind to a Standard
+// Webhooks library as it is (NewWebhook("whsec_…"); the official Go library
+// v1.3.0 wants it padded), the second as raw bytes (NewWebhookRaw).
 func StandardKey(secret []byte) []byte {
 	if rest, ok := bytes.CutPrefix(secret, []byte("whsec_")); ok {
-		if key, err := base64.StdEncoding.DecodeString(string(rest)); err == nil && len(key) > 0 {
+		if key := decodeBase64(string(rest)); len(key) > 0 {
 			return key
 		}
 	}
 	return bytes.Clone(secret)
+}
+
+// decodeBase64 decodes standard base64, padded or not; nil when s is
+// neither.
+func decodeBase64(s string) []byte {
+	if key, err := base64.StdEncoding.DecodeString(s); err == nil {
+		return key
+	}
+	if key, err := base64.RawStdEncoding.DecodeString(s); err == nil {
+		return key
+	}
+	return nil
 }
 
 // SignStandard returns the webhook-signature of a request: "v1," and the

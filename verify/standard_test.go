@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -151,6 +152,35 @@ func TestBothFamiliesDuringRotation(t *testing.T) {
 		}
 		if err == nil && (ev.DeliveryID != "msg-1" || string(ev.Body) != string(body)) {
 			t.Errorf("%s: event %+v", tc.name, ev)
+		}
+	}
+}
+
+// A whsec_ secret's base64 part may come with or without its '=' padding
+// (the npm standardwebhooks and svix libraries decode both): the kit
+// verifies the official library's signature either way. The official Go
+// library (v1.3.0) decodes padded base64 only, so it signs with the padded
+// form of the same key.
+func TestWhsecSecretPaddedOrNot(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	body := []byte(`{"amount":10}`)
+	for _, key := range [][]byte{bytes.Repeat([]byte{0xfb}, 32), []byte("thirty-one bytes of key materia")} {
+		padded := "whsec_" + base64.StdEncoding.EncodeToString(key)
+		unpadded := "whsec_" + base64.RawStdEncoding.EncodeToString(key)
+		for _, secret := range []string{padded, unpadded} {
+			v := verify.Verifier{Secret: []byte(secret), Now: func() time.Time { return now }}
+			if _, err := v.Verify(standardRequest(t, now, body, padded)); err != nil {
+				t.Errorf("%d-byte key, secret %q: Verify = %v", len(key), secret, err)
+			}
+			wh, err := standardwebhooks.NewWebhook(padded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := wh.Sign("id-9", now, body)
+			if got := verify.SignStandard([]byte(secret), "id-9", now.Unix(), body); got != want {
+				t.Errorf("%d-byte key, secret %q: SignStandard %s, library %s", len(key), secret, got, want)
+			}
 		}
 	}
 }

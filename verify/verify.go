@@ -184,18 +184,27 @@ func (v *Verifier) CheckStandard(id, timestamp, signatures string, body []byte) 
 
 // SignStandard computes a Standard Webhooks signature as the worker does:
 // "v1," and the base64 HMAC-SHA256(key, id + "." + timestamp + "." + body),
-// the key being the base64 part of a "whsec_" secret, or the secret's bytes.
+// the key being the decoded part of a "whsec_" secret (standard base64,
+// with or without its '=' padding), or the secret's own bytes when that part
+// is empty or not base64.
 func SignStandard(secret []byte, id string, timestamp int64, body []byte) string {
-	key := secret
-	if rest, ok := bytes.CutPrefix(secret, []byte("whsec_")); ok {
-		if k, err := base64.StdEncoding.DecodeString(string(rest)); err == nil && len(k) > 0 {
-			key = k
-		}
-	}
-	mac := hmac.New(sha256.New, key)
+	mac := hmac.New(sha256.New, standardKey(secret))
 	mac.Write([]byte(id + "." + strconv.FormatInt(timestamp, 10) + "."))
 	mac.Write(body)
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// standardKey is the Standard Webhooks key of a secret, by the worker's
+// rule (sender.StandardKey).
+func standardKey(secret []byte) []byte {
+	if rest, ok := bytes.CutPrefix(secret, []byte("whsec_")); ok {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+			if k, err := enc.DecodeString(string(rest)); err == nil && len(k) > 0 {
+				return k
+			}
+		}
+	}
+	return secret
 }
 
 // Check verifies a timestamp header, a signature header and a raw body,

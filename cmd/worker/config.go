@@ -33,6 +33,10 @@ const (
 	gateTimeoutDefault     = 100 * time.Millisecond
 	retentionDefault       = 7 * 24 * time.Hour
 	disableAfterDefault    = 5 * 24 * time.Hour
+	// maxResponseHeaderBytesDefault is 64 KiB; the range is 1 KiB to 16 MiB.
+	maxResponseHeaderBytesDefault = sender.MaxResponseHeaderBytesDefault
+	maxResponseHeaderBytesMin     = 1 << 10
+	maxResponseHeaderBytesMax     = 16 << 20
 )
 
 // config is the whole environment configuration, parsed and validated.
@@ -55,7 +59,10 @@ type config struct {
 	BackoffBase         time.Duration
 	BackoffMax          time.Duration
 	Timeout             time.Duration
-	Concurrency         int
+	// MaxResponseHeaderBytes caps each response's headers, in bytes
+	// (WEBHOOK_MAX_RESPONSE_HEADER_BYTES, default 64 KiB).
+	MaxResponseHeaderBytes int64
+	Concurrency            int
 	// EndpointConcurrency caps one endpoint's rows in flight in this
 	// worker; defaults to a quarter of Concurrency.
 	EndpointConcurrency int
@@ -259,6 +266,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("WEBHOOK_BACKOFF_MAX_MS", "must be at least WEBHOOK_BACKOFF_BASE_MS (%d)", c.BackoffBase.Milliseconds())
 	}
 	c.Timeout = e.millis("WEBHOOK_TIMEOUT_MS", timeoutDefault, 1, 15*60*1000)
+	c.MaxResponseHeaderBytes = int64(e.int("WEBHOOK_MAX_RESPONSE_HEADER_BYTES", maxResponseHeaderBytesDefault,
+		maxResponseHeaderBytesMin, maxResponseHeaderBytesMax))
 	c.Concurrency = e.int("WEBHOOK_CONCURRENCY", concurrencyDefault, 1, 10000)
 	c.EndpointConcurrency = e.int("WEBHOOK_ENDPOINT_CONCURRENCY", max(1, c.Concurrency/4), 1, 10000)
 	c.DisableAfter = e.days("WEBHOOK_ENDPOINT_DISABLE_AFTER", disableAfterDefault)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.BackoffMax != time.Hour || c.Timeout != 10*time.Second || c.Concurrency != 100 || c.MetricsAddr != ":9464" ||
 		c.ShutdownTimeout != 30*time.Second || c.RetryRPS != 10 || c.BreakerThreshold != 0 ||
 		c.BreakerReset != 5*time.Minute || c.Retention != 7*24*time.Hour || c.LogFormat != "json" ||
-		c.EndpointConcurrency != 25 || c.DisableAfter != 5*24*time.Hour || !c.EgressAllowLoopback || len(c.EgressAllow) != 0 {
+		c.EndpointConcurrency != 25 || c.DisableAfter != 5*24*time.Hour || !c.EgressAllowLoopback || len(c.EgressAllow) != 0 ||
+		c.MaxResponseHeaderBytes != 65536 {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -51,6 +53,10 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"WEBHOOK_BACKOFF_MAX_MS", "1"}, // below the base
 		{"WEBHOOK_TIMEOUT_MS", "0"},
 		{"WEBHOOK_CONCURRENCY", "0"},
+		{"WEBHOOK_MAX_RESPONSE_HEADER_BYTES", "1023"},
+		{"WEBHOOK_MAX_RESPONSE_HEADER_BYTES", "16777217"},
+		{"WEBHOOK_MAX_RESPONSE_HEADER_BYTES", "64KiB"},
+		{"WEBHOOK_MAX_RESPONSE_HEADER_BYTES", "-1"},
 		{"WEBHOOK_METRICS_ADDR", "9464"},
 		{"WEBHOOK_METRICS_ADDR", ":99999"},
 		{"WEBHOOK_METRICS_ADDR", ":65536"},
@@ -101,6 +107,24 @@ func TestConfigRejectsBadValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestConfigMaxResponseHeaderBytesRange(t *testing.T) {
+	t.Parallel()
+	for _, v := range []int64{1024, 65536, 16 << 20} {
+		env := validEnv()
+		env["WEBHOOK_MAX_RESPONSE_HEADER_BYTES"] = " " + strconv.FormatInt(v, 10)
+		c, err := loadConfig(func(k string) string { return env[k] })
+		if err != nil || c.MaxResponseHeaderBytes != v {
+			t.Errorf("%d: got %d, %v", v, c.MaxResponseHeaderBytes, err)
+		}
+	}
+	env := validEnv()
+	env["WEBHOOK_MAX_RESPONSE_HEADER_BYTES"] = "512"
+	_, err := loadConfig(func(k string) string { return env[k] })
+	if want := `WEBHOOK_MAX_RESPONSE_HEADER_BYTES: must be a whole number from 1024 to 16777216, got "512"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
 

@@ -124,7 +124,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
 	if cfg.WebhookURL != "" {
 		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout,
-			MaxConns: cfg.Concurrency, Control: guard.Control, Headers: cfg.SignatureHeaders,
+			MaxConns: cfg.Concurrency, MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
 			PreviousSecret: cfg.SecretPrevious, PreviousUntil: cfg.SecretPreviousUntil})
 		if err != nil {
 			return err
@@ -132,7 +132,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 		logPreviousSecret(log, cfg, time.Now())
 	}
 	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: min(cfg.EndpointConcurrency, cfg.Concurrency),
-		Control: guard.Control, Headers: cfg.SignatureHeaders})
+		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders})
 	defer snd.Close()
 	gt, closeGates, err := newGates(cfg, reg, log)
 	if err != nil {
