@@ -14,8 +14,9 @@ const (
 	Done Kind = iota + 1
 	// Retry marks the row processed and inserts its next attempt, due later.
 	Retry
-	// Defer marks the row processed and re-inserts the same attempt, due
-	// later (a gate refused it; no attempt was spent).
+	// Defer moves the row itself, the same attempt, to later: its due time
+	// (created_at) becomes Delay from now and its lease ends. A gate refused
+	// it; no attempt was spent and no row is made.
 	Defer
 	// Dead marks the row processed and moves the event to
 	// webhook_dead_letter.
@@ -31,11 +32,12 @@ type Outcome struct {
 	ID    int64
 	Token Token
 	Kind  Kind
-	// Attempt is the attempt number of the new row (Retry, Defer), or the
-	// number of attempts made (Dead).
+	// Attempt is the attempt number of the new row (Retry), or the number
+	// of attempts made (Dead). A deferred row keeps its own.
 	Attempt int
-	// Delay is how long after the write, by the database clock, the new row
-	// is due (Retry, Defer).
+	// Delay is how long after the write, by the database clock, the new
+	// row (Retry) or the deferred row (Defer) is due; it is taken within
+	// [0, MaxDelay].
 	Delay time.Duration
 	// Status is the last HTTP status (Dead); 0 is stored as NULL.
 	Status int
@@ -73,15 +75,23 @@ const (
 	Failing
 )
 
-// recordSQL writes every outcome in one statement. released and marked
-// touch only rows still held under the outcome's token (the fence); the
-// retry rows and dead letters come from marked, so they exist exactly for
-// the rows marked. The new attempt copies the event and its endpoint from
-// the row, so the payload does not travel back to the server. "o.id =
-// ANY($1)" keeps every plan on the primary key, whatever the planner
-// guesses of unnest. health updates an endpoint's failure run only when it
-// changes (and its last error at most once a second), so that a steady
-// stream of outcomes does not write, nor queue on, the endpoint's row.
+// MaxDelay is the longest Outcome.Delay Record writes; a longer one is cut
+// to it (and a negative one taken as 0), so that no value can overflow the
+// statement's interval and fail the whole batch.
+const MaxDelay = 366 * 24 * time.Hour
+
+// recordSQL writes every outcome in one statement. released, deferred and
+// marked touch only rows still held under the outcome's token (the fence);
+// the retry rows and dead letters come from marked, so they exist exactly
+// for the rows marked. A deferral moves the row itself (its created_at is
+// the due time the claim orders and filters by) and ends its lease: it
+// makes no row and records no attempt. A retry's new attempt copies the
+// event and its endpoint from the row, so the payload does not travel back
+// to the server. "o.id = ANY($1)" keeps every plan on the primary key,
+// whatever the planner guesses of unnest. health updates an endpoint's
+// failure run only when it changes (and its last error at most once a
+// second), so that a steady stream of outcomes does not write, nor queue
+// on, the endpoint's row.
 const recordSQL = `WITH r AS (
   SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::int[], $7::text[], $8::int[],
       $9::timestamptz[], $10::float8[], $11::text[], $12::text[])
@@ -91,10 +101,16 @@ const recordSQL = `WITH r AS (
   FROM r
   WHERE r.kind = 5 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
+), deferred AS (
+  UPDATE webhook_outbox o
+  SET created_at = clock_timestamp() + r.delay_ms * interval '1 millisecond', locked_until = NULL, lease_token = NULL
+  FROM r
+  WHERE r.kind = 3 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id
 ), marked AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
-  WHERE r.kind <> 5 AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind NOT IN (3, 5) AND o.id = ANY($1) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
@@ -105,7 +121,7 @@ const recordSQL = `WITH r AS (
 ), requeued AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout, headers)
   SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout, headers
-  FROM marked WHERE kind IN (2, 3)
+  FROM marked WHERE kind = 2
 ), dead AS (
   INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_status, last_error, endpoint_id, headers)
   SELECT delivery_id, event_type, payload, attempt, NULLIF(status, 0), error, endpoint_id, headers
@@ -126,7 +142,7 @@ const recordSQL = `WITH r AS (
     AND CASE WHEN h.ok THEN e.failing_since IS NOT NULL
         ELSE e.failing_since IS NULL OR e.last_error_at IS NULL OR e.last_error_at < now() - interval '1 second' END
 )
-SELECT id FROM marked UNION ALL SELECT id FROM released`
+SELECT id FROM marked UNION ALL SELECT id FROM released UNION ALL SELECT id FROM deferred`
 
 // Record writes outcomes in one statement (one implicit transaction, one
 // round trip) and returns, in outcomes order, whether each was written. An
@@ -142,7 +158,8 @@ func (c *Claimer) Record(ctx context.Context, outcomes []Outcome) (written []boo
 	started, took, classes, tryErrs := make([]*time.Time, n), make([]float64, n), make([]string, n), make([]string, n)
 	for i, o := range outcomes {
 		ids[i], tokens[i], kinds[i] = o.ID, o.Token, int32(o.Kind)
-		attempts[i], delays[i], status[i], errs[i] = int32(o.Attempt), o.Delay.Milliseconds(), int32(o.Status), o.Error
+		attempts[i], status[i], errs[i] = int32(o.Attempt), int32(o.Status), o.Error
+		delays[i] = min(max(o.Delay, 0), MaxDelay).Milliseconds()
 		health[i] = int32(o.Health)
 		took[i], classes[i], tryErrs[i] = float64(o.Took.Microseconds())/1000, o.AttemptClass, o.AttemptError
 		if !o.Started.IsZero() {

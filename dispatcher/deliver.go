@@ -23,7 +23,7 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 		return release(r)
 	}
 	if !dec.Allow {
-		return Outcome{ID: r.ID, Token: r.Token, Kind: Defer, Attempt: r.Attempt, Delay: dec.DeferFor}
+		return Outcome{ID: r.ID, Token: r.Token, Kind: Defer, Attempt: r.Attempt, Delay: deferDelay(dec.DeferFor, d.cfg.DeferMax)}
 	}
 	started := d.cfg.Now()
 	res := d.sender.Send(work, r)
@@ -88,6 +88,13 @@ func (d *Dispatcher) check(stop context.Context, r Row) (dec Decision, ok bool) 
 	case <-stop.Done():
 		return dec, false
 	}
+}
+
+// deferDelay is a gate's deferral taken within [1ms, ceiling], so that no
+// value a gate returns (read from Redis) spins a row (negative, zero) or
+// parks it for ages (huge, wrapped).
+func deferDelay(d, ceiling time.Duration) time.Duration {
+	return min(max(d, time.Millisecond), ceiling)
 }
 
 func release(r Row) Outcome { return Outcome{ID: r.ID, Token: r.Token, Kind: Release} }

@@ -29,3 +29,21 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestDeferDelay(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[time.Duration]time.Duration{
+		-time.Hour:             time.Millisecond,
+		0:                      time.Millisecond,
+		time.Nanosecond:        time.Millisecond,
+		300 * time.Millisecond: 300 * time.Millisecond,
+		5 * time.Minute:        5 * time.Minute,
+		6 * time.Minute:        5 * time.Minute,
+		1<<63 - 1:              5 * time.Minute, // a wrapped 1e18 ms
+		-1 << 63:               time.Millisecond,
+	} {
+		if got := deferDelay(in, 5*time.Minute); got != want {
+			t.Errorf("deferDelay(%v) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -106,6 +106,11 @@ type Config struct {
 	// BackoffBase is the delay before the first retry, doubling per
 	// attempt up to BackoffMax, ±20%. Defaults to 1s and 1h.
 	BackoffBase, BackoffMax time.Duration
+	// DeferMax is the longest a gate's refusal defers a row; a longer
+	// deferral is cut to it, a shorter than 1ms raised to 1ms (what the
+	// gate said is state read from Redis, not trusted). Defaults to
+	// BackoffMax.
+	DeferMax time.Duration
 	// Rand returns uniform values in [0,1) for the jitter. Required.
 	Rand func() float64
 	// Now defaults to time.Now.
@@ -169,6 +174,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	cfg.FlushMax = cmp.Or(cfg.FlushMax, FlushMaxDefault)
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
+	cfg.DeferMax = max(cmp.Or(cfg.DeferMax, cfg.BackoffMax), time.Millisecond)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

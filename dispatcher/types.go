@@ -66,8 +66,8 @@ const (
 	Done Kind = iota + 1
 	// Retry: the attempt failed and another is scheduled after Delay.
 	Retry
-	// Defer: a gate refused the attempt; the same attempt is scheduled
-	// after Delay, none spent.
+	// Defer: a gate refused the attempt; the row itself, the same attempt,
+	// is moved to after Delay (no row is made), none spent.
 	Defer
 	// Dead: moved to the dead-letter table.
 	Dead
@@ -80,8 +80,8 @@ type Outcome struct {
 	ID      int64
 	Token   [16]byte
 	Kind    Kind
-	Attempt int           // of the new row (Retry, Defer), or attempts made (Dead)
-	Delay   time.Duration // until the new row is due (Retry, Defer)
+	Attempt int           // of the new row (Retry), the row's own (Defer), or attempts made (Dead)
+	Delay   time.Duration // until the new row (Retry) or the row itself (Defer) is due
 	Status  int           // last HTTP status (Dead, Retry), 0 for none
 	Error   string        // last error (Dead, Retry)
 	Health  Health        // what the attempt says of the endpoint
@@ -162,7 +162,7 @@ type Sender interface {
 // Decision is a gate's verdict on one attempt.
 type Decision struct {
 	Allow    bool
-	DeferFor time.Duration // when not allowed: how long to defer the row
+	DeferFor time.Duration // when not allowed: how long to defer the row (taken within [1ms, Config.DeferMax])
 	Probe    bool          // this attempt is the circuit breaker's probe
 }
 

@@ -6,7 +6,10 @@
 // is atomic across workers. Keys carry the lowercase hex SHA-256 of the
 // consumer URL, never the URL. Redis trouble never stops deliveries: each
 // call is bounded by CallTimeout and any error allows the attempt
-// (fail-open); gating resumes on the next call that succeeds.
+// (fail-open); gating resumes on the next call that succeeds. Nor is what
+// Redis holds trusted: a state of the wrong type or out of range is treated
+// as absent, deleted, counted and logged, and the attempt allowed (see
+// valid.go).
 package gates
 
 import (
@@ -41,6 +44,9 @@ const (
 	ProbeBusyDefer = time.Second
 )
 
+//go:embed state.lua
+var stateSrc string
+
 //go:embed check.lua
 var checkSrc string
 
@@ -48,8 +54,8 @@ var checkSrc string
 var recordSrc string
 
 var (
-	checkScript  = redis.NewScript(checkSrc)
-	recordScript = redis.NewScript(recordSrc)
+	checkScript  = redis.NewScript(stateSrc + checkSrc)
+	recordScript = redis.NewScript(stateSrc + recordSrc)
 )
 
 // Client is the part of a go-redis client the gates use; *redis.Client and
@@ -73,7 +79,9 @@ type Config struct {
 	// circuit. 0 (the default) disables the breaker.
 	BreakerThreshold int
 	// BreakerReset is how long the circuit stays open. Defaults to
-	// BreakerResetDefault (5m).
+	// BreakerResetDefault (5m). A stored state whose reset lies further
+	// ahead is invalid (treated as absent): workers sharing a Redis should
+	// share this value, or the shortest one wins.
 	BreakerReset time.Duration
 	// ProbeTTL is the expiry of the half-open probe ownership; it must
 	// exceed the request timeout. Defaults to ProbeTTLDefault (30s).
@@ -83,7 +91,8 @@ type Config struct {
 	CallTimeout time.Duration
 	// Registerer receives the metrics. Required.
 	Registerer prometheus.Registerer
-	// Logger receives Redis errors at debug level. Defaults to discarding.
+	// Logger receives Redis errors at debug level and invalid state at warn
+	// (at most once per gate per 10s). Defaults to discarding.
 	Logger *slog.Logger
 }
 
@@ -91,6 +100,7 @@ type Config struct {
 type Gates struct {
 	cfg     Config
 	metrics *metrics
+	warned  invalidLog
 }
 
 // New returns Gates or an error naming the bad field.
@@ -106,8 +116,12 @@ func New(cfg Config) (*Gates, error) {
 	cfg.ProbeTTL = cmp.Or(cfg.ProbeTTL, ProbeTTLDefault)
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, CallTimeoutDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	return &Gates{cfg: cfg, metrics: newMetrics(cfg.Registerer)}, nil
+	return &Gates{cfg: cfg, metrics: newMetrics(cfg.Registerer), warned: invalidLog{last: map[string]time.Time{}}}, nil
 }
+
+// MaxDefer is the longest deferral a Decision asks for: the breaker's
+// reset, the rate-limit window or the probe-busy deferral.
+func (g *Gates) MaxDefer() time.Duration { return max(g.cfg.BreakerReset, Window, ProbeBusyDefer) }
 
 // Enabled reports whether a Redis client is configured.
 func (g *Gates) Enabled() bool { return g.cfg.Client != nil }
@@ -141,7 +155,7 @@ func (r Reason) String() string {
 type Decision struct {
 	Allow    bool
 	Reason   Reason        // why not allowed
-	DeferFor time.Duration // when not allowed: how long to defer the row (> 0)
+	DeferFor time.Duration // when not allowed: how long to defer the row, in [1ms, MaxDefer]
 	Probe    bool          // this attempt is the half-open probe
 }
 
@@ -166,7 +180,8 @@ func (g *Gates) keys(consumerURL string) []string {
 func (g *Gates) stateTTL() int64 { return (2*g.cfg.BreakerReset + time.Hour).Milliseconds() }
 
 // Check decides one attempt for consumerURL; attempt is 1 for a first
-// attempt (never rate limited). On any Redis error it allows the attempt.
+// attempt (never rate limited). On any Redis error, or a reply out of
+// range, it allows the attempt.
 func (g *Gates) Check(ctx context.Context, consumerURL string, attempt int) Decision {
 	return g.CheckLimit(ctx, consumerURL, attempt, 0)
 }
@@ -183,24 +198,35 @@ func (g *Gates) CheckLimit(ctx context.Context, consumerURL string, attempt, ret
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	defer cancel()
-	res, err := checkScript.Run(ctx, g.cfg.Client, g.keys(consumerURL),
+	keys := g.keys(consumerURL)
+	res, err := checkScript.Run(ctx, g.cfg.Client, keys,
 		g.cfg.BreakerThreshold, attempt, retryRPS, g.cfg.ProbeTTL.Milliseconds(), token(),
-		g.stateTTL(), ProbeBusyDefer.Milliseconds()).Slice()
-	if err == nil && len(res) != 6 {
-		err = fmt.Errorf("unexpected reply of %d values", len(res))
+		g.stateTTL(), ProbeBusyDefer.Milliseconds(), g.cfg.BreakerReset.Milliseconds()).Slice()
+	var c checkReply
+	if err == nil {
+		c, err = parseCheck(res)
 	}
 	if err != nil {
 		g.redisError("check", err)
 		return allow
 	}
-	g.transition(res[4], res[5])
-	d := Decision{Allow: res[0].(int64) == 1, Reason: Reason(res[1].(int64)),
-		DeferFor: time.Duration(res[2].(int64)) * time.Millisecond, Probe: res[3].(int64) == 1}
-	if !d.Allow {
-		d.DeferFor = max(d.DeferFor, time.Millisecond)
-		g.metrics.deferrals.WithLabelValues(d.Reason.String()).Inc()
+	for i, b := range invalidBits {
+		if c.invalid&b.bit != 0 {
+			g.invalidState(b.gate, keys[i], "stored value of the wrong type or out of range; treated as absent")
+		}
 	}
-	return d
+	g.transition(c.from, c.to)
+	if c.allow {
+		return Decision{Allow: true, Probe: c.probe}
+	}
+	bound := g.deferBound(c.reason)
+	if c.deferMS < 0 || c.deferMS > bound.Milliseconds() {
+		gate, k := reasonGate(c.reason)
+		g.invalidState(gate, keys[k], fmt.Sprintf("deferral of %dms out of [0, %dms]", c.deferMS, bound.Milliseconds()))
+		return allow
+	}
+	g.metrics.deferrals.WithLabelValues(c.reason.String()).Inc()
+	return Decision{Reason: c.reason, DeferFor: max(time.Duration(c.deferMS)*time.Millisecond, time.Millisecond)}
 }
 
 // Record updates the breaker with the outcome of an allowed attempt; probe
@@ -216,23 +242,28 @@ func (g *Gates) Record(ctx context.Context, consumerURL string, o Outcome, probe
 	if probe {
 		p = 1
 	}
-	res, err := recordScript.Run(ctx, g.cfg.Client, g.keys(consumerURL)[:2],
+	keys := g.keys(consumerURL)[:2]
+	res, err := recordScript.Run(ctx, g.cfg.Client, keys,
 		int(o), p, g.cfg.BreakerThreshold, g.cfg.BreakerReset.Milliseconds(), g.stateTTL()).Slice()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("unexpected reply of %d values", len(res))
+	var from, to string
+	var invalid bool
+	if err == nil {
+		from, to, invalid, err = parseRecord(res)
 	}
 	if err != nil {
 		g.redisError("record", err)
 		return
 	}
-	g.transition(res[0], res[1])
+	if invalid {
+		g.invalidState(gateBreaker, keys[0], "stored value of the wrong type or out of range; treated as absent")
+	}
+	g.transition(from, to)
 }
 
-func (g *Gates) transition(from, to any) {
-	f, _ := from.(string)
-	t, _ := to.(string)
-	if f != "" && t != "" && f != t {
-		g.metrics.transitions.WithLabelValues(f, t).Inc()
+// transition counts a change of state; from and to are known states or "".
+func (g *Gates) transition(from, to string) {
+	if from != "" && to != "" && from != to {
+		g.metrics.transitions.WithLabelValues(from, to).Inc()
 	}
 }
 

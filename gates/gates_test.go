@@ -65,7 +65,12 @@ func prefix(t *testing.T) string {
 // workers returns n Gates ("worker processes") sharing one Redis and prefix.
 func workers(t *testing.T, n int, cfg gates.Config) ([]*gates.Gates, *redis.Client, []*prometheus.Registry) {
 	t.Helper()
-	p := prefix(t)
+	return workersAt(t, prefix(t), n, cfg)
+}
+
+// workersAt is workers with the key prefix p.
+func workersAt(t *testing.T, p string, n int, cfg gates.Config) ([]*gates.Gates, *redis.Client, []*prometheus.Registry) {
+	t.Helper()
 	client := newClient(t, p)
 	var gs []*gates.Gates
 	var regs []*prometheus.Registry

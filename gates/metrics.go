@@ -9,6 +9,7 @@ type metrics struct {
 	transitions *prometheus.CounterVec
 	deferrals   *prometheus.CounterVec
 	redisErrors *prometheus.CounterVec
+	invalid     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -26,6 +27,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "fluxora_webhook_gate_redis_errors_total",
 			Help: "Redis calls that failed (the attempt was allowed: fail-open), by op: check, record, state.",
 		}, []string{"op"}),
+		invalid: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxora_webhook_gate_state_invalid_total",
+			Help: "Gate state read from Redis that no worker writes (wrong type, not JSON, out of range), treated as absent and the attempt allowed (fail-open), by gate: breaker, probe, rate_limit.",
+		}, []string{"gate"}),
 	}
 	for _, tr := range [][2]string{{"closed", "open"}, {"open", "half-open"}, {"half-open", "closed"}, {"half-open", "open"}} {
 		m.transitions.WithLabelValues(tr[0], tr[1])
@@ -35,6 +40,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, op := range []string{"check", "record", "state"} {
 		m.redisErrors.WithLabelValues(op)
+	}
+	for _, g := range invalidBits {
+		m.invalid.WithLabelValues(g.gate)
 	}
 	return m
 }

@@ -212,6 +212,15 @@ func (e *env) millis(name string, def time.Duration, lo, hi int) time.Duration {
 	return time.Duration(e.int(name, int(def/time.Millisecond), lo, hi)) * time.Millisecond
 }
 
+// breakerResetMaxMS is the largest WEBHOOK_CIRCUIT_BREAKER_RESET_MS (7 days).
+const breakerResetMaxMS = 7 * 24 * 3600 * 1000
+
+// operatorBreakerReset is the breaker reset by which the operator commands
+// judge a stored circuit state: the longest any worker may be configured
+// with, so that no worker's own state is reported invalid, whatever the
+// command's environment; nonsense (1e300, negative, not JSON) still is.
+const operatorBreakerReset = breakerResetMaxMS * time.Millisecond
+
 // loadDatabaseConfig reads only what the operator commands need.
 func loadDatabaseConfig(getenv func(string) string) (config, error) {
 	e := &env{getenv: getenv}
@@ -275,7 +284,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ShutdownTimeout = e.millis("WEBHOOK_SHUTDOWN_TIMEOUT_MS", shutdownTimeoutDefault, 1, 3600*1000)
 	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", retryRPSDefault, 1, retryRPSMax)
 	c.BreakerThreshold = e.int("WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", 0, 0, 1_000_000)
-	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", breakerResetDefault, 1, 7*24*3600*1000)
+	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", breakerResetDefault, 1, breakerResetMaxMS)
 	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gateTimeoutDefault, 1, 10_000)
 	c.EgressAllow = e.egressAllow("WEBHOOK_EGRESS_ALLOW", e.bool("WEBHOOK_EGRESS_ALLOW_ALL", false))
 	c.EgressAllowLoopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)

@@ -160,7 +160,7 @@ func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
 		Store: store{clm}, Sender: snd, Gate: gate, Hush: hsh, Disabler: goneDisabler{eps}, Wake: lst.Wake(),
 		EnvEndpoint: cfg.WebhookURL != "", Registerer: reg, Logger: log,
 		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency, MaxAttempts: cfg.MaxAttempts,
-		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
+		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, DeferMax: gt.MaxDefer(),
 		Rand: rand.Float64, Now: time.Now,
 	})
 	if err != nil {

@@ -170,7 +170,8 @@ func circuit(ctx context.Context, getenv func(string) string) *circuitStatus {
 	}
 	client := redis.NewClient(opt)
 	defer client.Close()
-	g, err := gates.New(gates.Config{Client: client, Registerer: prometheus.NewRegistry(), CallTimeout: 2 * time.Second})
+	g, err := gates.New(gates.Config{Client: client, Registerer: prometheus.NewRegistry(), CallTimeout: 2 * time.Second,
+		BreakerReset: operatorBreakerReset})
 	if err != nil {
 		cs.Error = err.Error()
 		return cs

@@ -99,7 +99,8 @@ func circuits(ctx context.Context, getenv func(string) string, eps []endpointSta
 	}
 	client := redis.NewClient(opt)
 	defer client.Close()
-	g, err := gates.New(gates.Config{Client: client, Registerer: prometheus.NewRegistry(), CallTimeout: 2 * time.Second})
+	g, err := gates.New(gates.Config{Client: client, Registerer: prometheus.NewRegistry(), CallTimeout: 2 * time.Second,
+		BreakerReset: operatorBreakerReset})
 	if err != nil {
 		return
 	}
