@@ -37,8 +37,8 @@ var extremeValues = map[string][]string{
 	"attempt":     {"1", "2", "999", "1000", "2147483647"},
 	"delivery_id": {"", "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff", "dup"},
 	// Near the ends of bigint (the row's number is subtracted or added).
-	"id": {"", "max", "min", "zero"},
-	"target":      {"event", "endpoint"},
+	"id":     {"", "max", "min", "zero"},
+	"target": {"event", "endpoint"},
 	// A lease a previous worker left behind, at the end of reclaims' range.
 	"lease": {"", "", "", "expired-at-max-reclaims"},
 }
