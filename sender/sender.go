@@ -20,12 +20,14 @@ package sender
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sync"
 	"syscall"
@@ -91,6 +93,12 @@ type Config struct {
 	// (nothing is sent; retrying cannot help). Ignored when Transport is
 	// set.
 	Control func(network, address string, c syscall.RawConn) error
+	// LookupNetIP, when set, resolves a host name for the default
+	// transport instead of the system resolver (a test's resolver stub:
+	// tests never depend on DNS); each address it returns is dialled in
+	// turn, through Control. An IP host, in any spelling, is never
+	// resolved. Nil: net.DefaultResolver. Ignored when Transport is set.
+	LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
 	// PreviousSecret is the secret a rotation replaced. Until
 	// PreviousUntil (by Now), webhook-signature carries a second
 	// signature keyed with it, after the one keyed with Secret;
@@ -156,7 +164,7 @@ func New(cfg Config) (*Sender, error) {
 	s.maxHeader = cmp.Or(cfg.MaxResponseHeaderBytes, MaxResponseHeaderBytesDefault)
 	transport := cfg.Transport
 	if transport == nil {
-		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), s.maxHeader, cfg.Control)
+		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), s.maxHeader, cfg.Control, cfg.LookupNetIP)
 	} else if t, ok := transport.(*http.Transport); ok {
 		s.maxHeader = transportHeaderLimit(t)
 	}
@@ -218,11 +226,16 @@ func (s *Sender) Close() {
 // in. Dial, TLS handshake and response have no limits of their own: the
 // attempt's context (Config.Timeout) bounds them all, so whichever stalls,
 // the attempt ends as "timeout after <Timeout>".
-func newTransport(maxConns int, maxHeader int64, control func(network, address string, c syscall.RawConn) error) *http.Transport {
+func newTransport(maxConns int, maxHeader int64, control func(network, address string, c syscall.RawConn) error,
+	lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) *http.Transport {
 	dialer := &net.Dialer{KeepAlive: 30 * time.Second, Control: control}
+	dial := dialer.DialContext
+	if lookup != nil {
+		dial = dialResolved(dialer, lookup)
+	}
 	return &http.Transport{
 		Proxy:               nil, // never from the environment
-		DialContext:         dialer.DialContext,
+		DialContext:         dial,
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
 		DisableCompression:  true, // the body is discarded; keep headers exact
 		MaxIdleConns:        maxConns,
@@ -244,4 +257,31 @@ func transportHeaderLimit(t *http.Transport) int64 {
 		return t.MaxResponseHeaderBytes
 	}
 	return 10 << 20
+}
+
+// dialResolved dials a host name's addresses from lookup, one after the
+// other until one connects; an IP address is dialled as it is.
+func dialResolved(d *net.Dialer, lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			return d.DialContext(ctx, network, address)
+		}
+		addrs, err := lookup(ctx, "ip", host)
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		err = &net.OpError{Op: "dial", Net: network, Err: errors.New("no address for the host")}
+		for _, a := range addrs {
+			c, derr := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+			if derr == nil {
+				return c, nil
+			}
+			err = derr
+		}
+		return nil, err
+	}
 }

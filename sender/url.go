@@ -2,10 +2,12 @@ package sender
 
 import (
 	"errors"
-	"net/netip"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/fluxora/webhook-worker/hostaddr"
 )
 
 // The errors of ValidateURL. They are fixed texts: none of them echoes any
@@ -23,11 +25,14 @@ var (
 
 // ValidateURL parses raw as a consumer endpoint. It accepts absolute https
 // URLs, and http URLs only when the host is a loopback address (localhost,
-// 127.0.0.0/8 or ::1). It refuses other schemes, a missing host, a port
-// outside 1-65535, embedded credentials (userinfo), fragments and spaces
-// (webhook_url_problem in the database applies the same rules). Its errors
-// never quote the URL, so they are safe to log even when raw holds a
-// password.
+// 127.0.0.0/8 or ::1, in any spelling hostaddr reads as one). It refuses
+// other schemes, a missing host, a host that ends in a number but is no
+// IPv4 address (hostaddr), a port outside 1-65535, embedded credentials
+// (userinfo), fragments and spaces (webhook_url_problem in the database
+// applies the same rules). Its errors never quote the URL, so they are safe
+// to log even when raw holds a password. The URL it returns has the host as
+// the dialer wants it: an IP address in any spelling becomes its canonical
+// form ("http://2130706433/" is "http://127.0.0.1/"), as a browser's would.
 func ValidateURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errURLEmpty
@@ -46,11 +51,46 @@ func ValidateURL(raw string) (*url.URL, error) {
 		return nil, errURLNoHost
 	case !validPort(u.Port()):
 		return nil, errURLPort
-	case u.Scheme == "https", u.Scheme == "http" && isLoopback(u.Hostname()):
+	case !strings.HasPrefix(u.Host, "[") && strings.Contains(authority(raw), "%"):
+		return nil, errURLMalformed // a percent-encoded host would read differently here and in the database
+	}
+	addr, isIP, err := hostaddr.Parse(rawHost(u))
+	switch {
+	case err != nil:
+		return nil, err
+	case u.Scheme == "https", u.Scheme == "http" && (isIP && addr.Unmap().IsLoopback() || strings.EqualFold(u.Hostname(), "localhost")):
+		if isIP {
+			port := u.Port()
+			u.Host = addr.String()
+			switch {
+			case port != "":
+				u.Host = net.JoinHostPort(u.Host, port)
+			case addr.Is6():
+				u.Host = "[" + u.Host + "]"
+			}
+		}
 		return u, nil
 	default:
 		return nil, errURLScheme
 	}
+}
+
+// authority is the part of raw between "://" and the path, query or
+// fragment.
+func authority(raw string) string {
+	_, rest, _ := strings.Cut(raw, "://")
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// rawHost is u's host without its port, an IPv6 address in its brackets.
+func rawHost(u *url.URL) string {
+	if strings.HasPrefix(u.Host, "[") {
+		return "[" + u.Hostname() + "]"
+	}
+	return u.Hostname()
 }
 
 // validPort reports whether p is empty (the scheme's default) or a port
@@ -61,14 +101,4 @@ func validPort(p string) bool {
 	}
 	n, err := strconv.ParseUint(p, 10, 16)
 	return err == nil && n > 0
-}
-
-// isLoopback reports whether host is "localhost" or a loopback IP literal
-// (127.0.0.0/8, ::1, or either mapped into IPv6).
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }

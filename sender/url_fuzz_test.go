@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/fluxora/webhook-worker/hostaddr"
 )
 
 // FuzzValidateURL is an internal test so that it can check that every error
@@ -14,11 +16,12 @@ func FuzzValidateURL(f *testing.F) {
 		"http://127.0.0.1", "http://[::1]/", "http://[::ffff:127.0.0.1]/", "http://example.com",
 		"ftp://localhost", "http://user:pass@localhost/", "https://@example.com", "https://x/#f",
 		"/rel", "https:opaque", "https://:1", "https://h:0", "https://h:65536", "http://[fe80::1%25lo]/",
-		"HTTP://LOCALHOST", "http://localhost./", "\x00", "https://%zz"} {
+		"HTTP://LOCALHOST", "http://localhost./", "\x00", "https://%zz", "http://2130706433/", "https://0x7f.1:8/x",
+		"http://127.000.000.001:80/", "https://example.123/", "http://[::ffff:7f00:1]:9/"} {
 		f.Add(seed)
 	}
 	fixed := []error{errURLEmpty, errURLMalformed, errURLNotAbsolute, errURLScheme,
-		errURLNoHost, errURLPort, errURLUserinfo, errURLFragment}
+		errURLNoHost, errURLPort, errURLUserinfo, errURLFragment, hostaddr.ErrInvalid, hostaddr.ErrNotIPv6, hostaddr.ErrEmptyLabel}
 	f.Fuzz(func(t *testing.T, raw string) {
 		u, err := ValidateURL(raw)
 		if err != nil {
@@ -34,6 +37,11 @@ func FuzzValidateURL(f *testing.F) {
 		}
 		if u.Hostname() == "" {
 			t.Fatalf("ValidateURL(%q) accepted an empty host", raw)
+		}
+		// An IP address in any spelling comes back canonical: the dialer
+		// never sends it to DNS.
+		if a, isIP, err := hostaddr.Parse(rawHost(u)); err != nil || isIP && u.Hostname() != a.String() {
+			t.Fatalf("ValidateURL(%q) returned host %q, not canonical (%v)", raw, u.Host, err)
 		}
 		if u.Scheme == "https" {
 			return

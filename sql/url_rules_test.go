@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxora/webhook-worker/hostaddr"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/sender"
 )
@@ -27,6 +28,14 @@ func TestURLRulesMatchTheWorkers(t *testing.T) {
 		"https://user@example.com/", "https://@example.com/", "https://example.com/#frag", "https://example.com/#",
 		"https://exa mple.com/", "https://example.com/a b", "https://example.com/\x7f", "https://example.com/\n",
 		"pass:word@example.com", "https://example.com:99999999999/",
+		// Hosts as hostaddr reads them (issue 20).
+		"http://127.000.000.001/", "http://0177.0.0.1/", "http://0x7f.1:8080/x", "http://2130706433/", "http://127.1/",
+		"http://0x7F000001/", "http://127.0.0.1./", "http://[::ffff:7f00:1]/", "https://2130706433/", "https://10.1/",
+		"http://10.1/", "http://012.0.0.1/", "http://167772161/", "https://example.123/", "https://1.2.3.256/",
+		"https://1.2.3.4.5/", "https://08.0.0.1/", "https://0x7g.1/", "https://a..b/", "https://.a/", "https://a.b./",
+		"https://4294967296/", "https://99999999999999999999999/", "http://[fe80::1%25lo]/", "https://[1.2.3.4]/",
+		"https://[example]/", "http://127.0.0.%31/", "https://exa%41mple.com/", "https://1.2.3.example/",
+		"http://[]/", "https://0x/", "http://0/",
 	} {
 		_, goErr := sender.ValidateURL(raw)
 		var problem *string
@@ -79,5 +88,29 @@ func TestEndpointRowsAreCheckedBySQL(t *testing.T) {
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE url = 'https://hooks.example.com/'"); n != 1 {
 		t.Fatalf("%d endpoints", n)
+	}
+}
+
+// The database reads a host as package hostaddr does, on its whole table
+// of cases: the address of any spelling of an IP, a name, or no host.
+func TestHostRulesMatchTheWorkers(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	for _, c := range hostaddr.HostCases {
+		var addr, problem *string
+		if err := db.Pool.QueryRow(context.Background(), "SELECT host(addr), problem FROM webhook_host_parse($1)", c.Host).Scan(&addr, &problem); err != nil {
+			t.Fatal(err)
+		}
+		a, isIP, goErr := hostaddr.Parse(c.Host)
+		switch {
+		case goErr != nil && (problem == nil || *problem != goErr.Error()):
+			t.Errorf("%q: the worker says %q, the database %v", c.Host, goErr, deref(problem))
+		case goErr == nil && problem != nil:
+			t.Errorf("%q: the worker reads it, the database says %q", c.Host, *problem)
+		case isIP && (addr == nil || *addr != a.String()):
+			t.Errorf("%q: the worker reads %s, the database %v", c.Host, a, deref(addr))
+		case goErr == nil && !isIP && addr != nil:
+			t.Errorf("%q: a name to the worker, the address %s to the database", c.Host, *addr)
+		}
 	}
 }

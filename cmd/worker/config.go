@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -123,23 +122,47 @@ func (e *env) int(name string, def, lo, hi int) int {
 	return n
 }
 
-// egressRefusesEnvURL fails when WEBHOOK_URL names an IP address the egress
-// guard would refuse: better a start-up error than every delivery
-// dead-lettered. (A hostname is checked at each dial, after DNS.)
+// egressRefusesEnvURL fails when WEBHOOK_URL names an IP address (in any
+// spelling) the egress guard would refuse: better a start-up error than
+// every delivery dead-lettered. (A hostname is checked at each dial,
+// after DNS.)
 func (e *env) egressRefusesEnvURL(c config) {
-	u, err := url.Parse(c.WebhookURL)
-	if c.WebhookURL == "" || err != nil {
+	if c.WebhookURL == "" {
 		return
+	}
+	if err := egressRefusesURL(c.WebhookURL, c.EgressAllow, c.EgressAllowLoopback); err != nil {
+		e.fail("WEBHOOK_URL", "%v", err)
+	}
+}
+
+// egressRefusesURL says why the egress guard (allow, loopback) would refuse
+// every delivery to raw, an endpoint URL whose host is an IP address in
+// any spelling (sender.ValidateURL gives it canonical); nil for a name, or
+// a URL that is not valid (its own check says why).
+func egressRefusesURL(raw string, allow []netip.Prefix, loopback bool) error {
+	u, err := sender.ValidateURL(raw)
+	if err != nil {
+		return nil
 	}
 	addr, err := netip.ParseAddr(u.Hostname())
 	if err != nil {
-		return
+		return nil
 	}
-	g := egress.New(egress.Config{Allow: c.EgressAllow, DenyLoopback: !c.EgressAllowLoopback})
+	g := egress.New(egress.Config{Allow: allow, DenyLoopback: !loopback})
 	var re *egress.RefusedError
 	if errors.As(g.Check(addr), &re) {
-		e.fail("WEBHOOK_URL", "its address is %s, which the egress guard refuses (list it in WEBHOOK_EGRESS_ALLOW if it is meant)", re.Class)
+		return fmt.Errorf("its address is %s, %s, which the egress guard refuses (list it in WEBHOOK_EGRESS_ALLOW if it is meant)", addr, re.Class)
 	}
+	return nil
+}
+
+// egressConfig reads only the egress guard's variables, for the operator
+// commands that check an endpoint URL against it.
+func egressConfig(getenv func(string) string) (allow []netip.Prefix, loopback bool, err error) {
+	e := &env{getenv: getenv}
+	allow = e.egressAllow("WEBHOOK_EGRESS_ALLOW", e.bool("WEBHOOK_EGRESS_ALLOW_ALL", false))
+	loopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)
+	return allow, loopback, errors.Join(e.errs...)
 }
 
 // previousSecret reads WEBHOOK_SECRET_PREVIOUS and

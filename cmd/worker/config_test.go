@@ -182,7 +182,7 @@ func TestConfigEgress(t *testing.T) {
 	// A WEBHOOK_URL whose address the guard refuses is a start-up error,
 	// unless the allow list opens it.
 	env["WEBHOOK_URL"] = "https://10.9.9.9/hooks"
-	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "WEBHOOK_URL: its address is private") {
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "WEBHOOK_URL: its address is 10.9.9.9, private") {
 		t.Fatalf("private WEBHOOK_URL: %v", err)
 	}
 	env["WEBHOOK_EGRESS_ALLOW"] = "10.9.0.0/16"

@@ -12,46 +12,108 @@ import (
 )
 
 // With WEBHOOK_EGRESS_ALLOW_LOOPBACK=false, a real worker process refuses to
-// connect to a loopback consumer, reached as localhost (WEBHOOK_URL: an IP
-// literal the guard refuses is a start-up error) and as 127.0.0.1 (an
-// endpoint of the table): the consumers see nothing, each delivery is
+// connect to a loopback consumer, whether its endpoint's URL spells the
+// address 127.0.0.1 or 2130706433 (the same address, read as browsers
+// read it, never sent to DNS): the consumers see nothing, each delivery is
 // dead-lettered at once (no retry) with a reason naming the guard and the
-// class, and the refusals are counted. Only loopback is involved: no packet
-// goes anywhere else.
+// class, and the refusals are counted, one a delivery. Only loopback is
+// involved: no packet goes anywhere else, and no name is resolved. (A name
+// resolved to a refused address is sender.TestResolvedNamesGoThroughControl,
+// with a resolver stub.)
 func TestEgressGuardRefusesLoopbackWhenAsked(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	c := newConsumer(t, nil)
-	byName := newConsumer(t, nil)
-	var id string
-	err := db.Pool.QueryRow(context.Background(), `INSERT INTO webhook_endpoints (name, url, secret) VALUES ('local', $1, 'whsec_x')
-		RETURNING id::text`, byName.srv.URL).Scan(&id)
-	if err != nil {
-		t.Fatal(err)
+	plain, spelled := newConsumer(t, nil), newConsumer(t, nil)
+	ids := map[string]string{}
+	for name, u := range map[string]string{"plain": plain.srv.URL, "spelled": strings.Replace(spelled.srv.URL, "127.0.0.1", "2130706433", 1)} {
+		var id string
+		err := db.Pool.QueryRow(context.Background(), `INSERT INTO webhook_endpoints (name, url, secret) VALUES ($1, $2, 'whsec_x')
+			RETURNING id::text`, name, u).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
 	}
-	p := startProcess(t, baseEnv(db, c, map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false", "WEBHOOK_MAX_ATTEMPTS": "10",
-		"WEBHOOK_URL": strings.Replace(c.srv.URL, "127.0.0.1", "localhost", 1)}))
+	p := startProcess(t, baseEnv(db, nil, map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false", "WEBHOOK_MAX_ATTEMPTS": "10"}))
 	base := startedWorker(t, p.logs)
 	for range 3 {
 		enqueue(t, db, "e", `{}`, "")
 	}
 	waitfor.True(t, 20*time.Second, "every delivery dead-lettered", func() bool {
-		return db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE attempts = 1 AND last_error LIKE '%egress guard: refused a loopback address%'") == 6
+		return db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE attempts = 1 AND last_error LIKE '%egress guard: refused a loopback address (127.0.0.1)%'") == 6
 	})
-	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE endpoint_id = $1", id); n != 3 {
-		t.Fatalf("%d dead letters of the endpoint reached as 127.0.0.1, want 3", n)
+	for name, id := range ids {
+		if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE endpoint_id = $1", id); n != 3 {
+			t.Fatalf("%d dead letters of the endpoint %s, want 3", n, name)
+		}
 	}
-	if n := len(c.deliveries()) + len(byName.deliveries()); n != 0 {
+	if n := len(plain.deliveries()) + len(spelled.deliveries()); n != 0 {
 		t.Fatalf("the consumers saw %d requests", n)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"); n != 0 {
 		t.Fatalf("%d rows pending: a refused dial must not be retried", n)
 	}
 	_, metrics := httpGet(base + "/metrics")
-	// localhost may resolve to ::1 and 127.0.0.1: one or two refusals each.
 	line := lineOf(metrics, `fluxora_webhook_egress_refused_total{class="loopback"}`)
 	n, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-	if err != nil || n < 6 || n > 9 {
-		t.Fatalf("refusals metric: %q", line)
+	if err != nil || n != 6 {
+		t.Fatalf("refusals metric: %q, want 6", line)
 	}
+}
+
+// An IP address the egress guard refuses, in any spelling, is refused
+// where it is given, before anything is stored or started: WEBHOOK_URL at
+// start-up, and `endpoints add|update --url` (exit 2, naming the address
+// and its class). Checked on the addresses themselves: nothing is dialled.
+func TestEgressRefusedSpellingsAreRefusedWhereGiven(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	env := func(extra map[string]string) func(string) string {
+		return func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return map[string]string{"DATABASE_URL": db.URL}[k]
+		}
+	}
+	for _, tc := range []struct {
+		url, want string
+		extra     map[string]string
+	}{
+		{"https://012.0.0.1/", "10.0.0.1, private", nil},
+		{"https://167772161/", "10.0.0.1, private", nil},
+		{"https://0xa9fea9fe/", "169.254.169.254, link-local", nil},
+		{"https://0/", "0.0.0.0, unspecified", nil},
+		{"http://0x7f.1:9/", "127.0.0.1, loopback", map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false"}},
+	} {
+		var out, errb strings.Builder
+		code := run(context.Background(), []string{"endpoints", "add", "--name", "x", "--url", tc.url}, env(tc.extra), &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), tc.want) || !strings.Contains(errb.String(), "WEBHOOK_EGRESS_ALLOW") {
+			t.Errorf("endpoints add --url %s: exit %d, %q; want 2 naming %q", tc.url, code, errb.String(), tc.want)
+		}
+		cfgEnv := envFor(db.URL, nil, mergeMaps(tc.extra, map[string]string{"WEBHOOK_URL": tc.url, "WEBHOOK_SECRET": "s"}))
+		if _, err := loadConfig(func(k string) string { return cfgEnv[k] }); err == nil ||
+			!strings.Contains(err.Error(), "WEBHOOK_URL: its address is "+tc.want) {
+			t.Errorf("WEBHOOK_URL=%s: %v, want the guard's refusal", tc.url, err)
+		}
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints"); n != 0 {
+		t.Fatalf("%d endpoints stored", n)
+	}
+	// Allowed explicitly, it is stored as given.
+	var out, errb strings.Builder
+	if code := run(context.Background(), []string{"endpoints", "add", "--name", "x", "--url", "https://012.0.0.1/"},
+		env(map[string]string{"WEBHOOK_EGRESS_ALLOW": "10.0.0.0/8"}), &out, &errb); code != exitOK {
+		t.Fatalf("with WEBHOOK_EGRESS_ALLOW: exit %d, %s", code, errb.String())
+	}
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range []map[string]string{a, b} {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -168,6 +168,9 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	if code != exitOK {
 		return code
 	}
+	if code := checkEgress(*u, getenv, stderr, "add"); code != exitOK {
+		return code
+	}
 	s, done, code := endpointsStore(ctx, getenv, stderr, "add")
 	if s == nil {
 		return code
@@ -180,6 +183,24 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s)\n", e.Name, e.ID, eventsText(e.EventTypes))
 	if generated {
 		fmt.Fprintf(stdout, "secret (shown once): %s\n", secret)
+	}
+	return exitOK
+}
+
+// checkEgress refuses (exit 2) an endpoint URL whose host is an IP
+// address, in any spelling, that the egress guard of this environment
+// (WEBHOOK_EGRESS_ALLOW, WEBHOOK_EGRESS_ALLOW_LOOPBACK) refuses: the
+// workers would dead-letter every delivery. The URL's other rules are the
+// database's.
+func checkEgress(raw string, getenv func(string) string, stderr io.Writer, cmd string) int {
+	allow, loopback, err := egressConfig(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", cmd, err)
+		return exitUsage
+	}
+	if err := egressRefusesURL(raw, allow, loopback); err != nil {
+		fmt.Fprintf(stderr, "worker endpoints %s: --url: %v\n", cmd, err)
+		return exitUsage
 	}
 	return exitOK
 }
@@ -275,6 +296,11 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	if up == (endpoints.Update{}) {
 		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps")
 		return exitUsage
+	}
+	if up.URL != nil {
+		if code := checkEgress(*up.URL, getenv, stderr, "update"); code != exitOK {
+			return code
+		}
 	}
 	s, done, code := endpointsStore(ctx, getenv, stderr, "update")
 	if s == nil {
