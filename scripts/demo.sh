@@ -7,7 +7,9 @@
 # exactly what it subscribed to. Then it rotates one endpoint's secret: its
 # consumer, still on the old secret, keeps verifying during the grace period;
 # that event carries a traceparent header of its own, and `worker attempts`
-# shows the record of its delivery.
+# shows the record of its delivery. Last, hardening (issue 20): a time, an
+# address and an age the worker cannot handle are refused where they are
+# given, and an endpoint URL spelling 127.0.0.1 as one number is delivered to.
 # Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,4 +104,24 @@ bin/worker attempts "$(tail -n 1 "$RUN/audit.log" | awk '{print $2}')"
 if ! tail -n 1 "$RUN/audit.log" | grep -q 'traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736'; then
   echo "demo FAILED: event 6 arrived without its traceparent header"; exit 1
 fi
-echo "== demo OK: billing received 3, audit 4 (+1 after its secret's rotation), every signature verified with the endpoint's own secret"
+echo "== hardening: what the worker cannot handle is refused where it is written"
+expect_refusal() { # expect_refusal WHAT COMMAND...: the command must fail; its message is shown
+  local out
+  if out=$("${@:2}" 2>&1); then echo "demo FAILED: $1 was accepted"; exit 1; fi
+  echo "   $1: $(echo "$out" | grep -m1 -E 'ERROR|worker|invalid' | sed 's/^psql:[^E]*//')"
+}
+expect_refusal "a created_at of -infinity" psql -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "INSERT INTO webhook_outbox (event_type, payload, created_at) VALUES ('x', '{}', '-infinity')"
+expect_refusal "an endpoint at 012.0.0.1 (octal: 10.0.0.1)" bin/worker endpoints add --name inside --url https://012.0.0.1/hooks
+expect_refusal "purging dead letters older than 106752 days" bin/worker dlq purge --before 106752d --yes
+if [ "${AUDIT_ADDR%:*}" = 127.0.0.1 ]; then
+  echo "== audit's URL spelled http://2130706433:${AUDIT_ADDR#*:}/hooks (127.0.0.1 as one number, read as a browser reads it, never sent to DNS); event 7"
+  bin/worker endpoints update audit --url "http://2130706433:${AUDIT_ADDR#*:}/hooks" >/dev/null
+  psql -q "$DATABASE_URL" -c "INSERT INTO webhook_outbox (event_type, payload) VALUES ('stream.updated', '{\"stream\": 7}')"
+  for _ in $(seq 1 200); do
+    [ "$(verified "$RUN/audit.log")" -ge 6 ] && break
+    sleep 0.05
+  done
+  [ "$(verified "$RUN/audit.log")" -eq 6 ] || { echo "demo FAILED: audit did not receive event 7 at 2130706433"; cat "$RUN/worker.log"; exit 1; }
+  tail -n 1 "$RUN/audit.log"
+fi
+echo "== demo OK: billing received 3, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret"
