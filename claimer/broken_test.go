@@ -7,25 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxora/webhook-worker/claimer"
-	"github.com/fluxora/webhook-worker/internal/testdb"
 )
-
-// dropTimeRanges removes migration 009's time constraints, as on a database
-// whose constraints were dropped: the claim's second line of defence is
-// then all that stands between a bad row and its batch mates.
-func dropTimeRanges(t *testing.T, db *testdb.DB) {
-	t.Helper()
-	_, err := db.Pool.Exec(context.Background(), `DO $$
-DECLARE c record;
-BEGIN
-  FOR c IN SELECT conrelid::regclass AS tab, conname FROM pg_constraint WHERE conname LIKE 'webhook\_%\_range' LOOP
-    EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.tab, c.conname);
-  END LOOP;
-END $$`)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // badTimes are the created_at values the worker cannot handle.
 var badTimes = []string{"-infinity", "infinity", "294276-12-31", "0044-03-15 BC", "1969-12-31 23:59:59+00"}
@@ -34,7 +16,7 @@ func TestClaimDeadLettersRowsItCannotDecode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, db := setup(t, 10, time.Minute)
-	dropTimeRanges(t, db)
+	db.DropTimeRanges(t)
 	// 30 ordinary events, with the bad ones among them (the infinite past
 	// first in the claim's order, the others due or not).
 	db.Insert(t, "ok", make30()...)

@@ -116,28 +116,12 @@ func TestMigrationDealsWithTimesOutOfRange(t *testing.T) {
 	}
 }
 
-// dropTimeRanges removes 009's constraints, as on a database where they
-// were dropped: what remains is the worker's second line of defence.
-func dropTimeRanges(t *testing.T, db *testdb.DB) {
-	t.Helper()
-	_, err := db.Pool.Exec(context.Background(), `DO $$
-DECLARE c record;
-BEGIN
-  FOR c IN SELECT conrelid::regclass AS tab, conname FROM pg_constraint WHERE conname LIKE 'webhook\_%\_range' LOOP
-    EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.tab, c.conname);
-  END LOOP;
-END $$`)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A row the worker cannot decode goes to the dead letter alone: its batch
 // mates are delivered, and every CLI read works with such rows present.
 func TestRowsOutOfRangeStallNothing(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	dropTimeRanges(t, db)
+	db.DropTimeRanges(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `
 		INSERT INTO webhook_endpoints (name, url, secret, failing_since, last_error_at) VALUES ('e1', 'https://127.0.0.1:1/', 's', '-infinity', 'infinity');
