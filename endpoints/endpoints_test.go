@@ -180,7 +180,8 @@ func TestAddRefusesBadValues(t *testing.T) {
 		{"ctl", "https://example.com/", []string{"a", "b\nc"}, secret, 0, "events", "each type must be 1-255 bytes"},
 		{"blank", "https://example.com/", []string{""}, secret, 0, "events", "each type must be 1-255 bytes"},
 		{"nosecret", "https://example.com/", nil, "", 0, "secret", "must not be empty"},
-		{"rps", "https://example.com/", nil, secret, -1, "retry-rps", "must be at least 1"},
+		{"rps", "https://example.com/", nil, secret, -1, "retry-rps", "must be from 1 to 1000000"},
+		{"rps-over", "https://example.com/", nil, secret, 1_000_001, "retry-rps", "must be from 1 to 1000000"},
 	} {
 		_, err := s.Add(context.Background(), tc.name, tc.url, tc.events, tc.secret, tc.rps)
 		var fe *endpoints.FieldError

@@ -62,9 +62,13 @@ func validateSecret(secret string) error {
 	return nil
 }
 
+// RetryRPSMax is the largest retry rate an endpoint may have, per second
+// (the CLI's and WEBHOOK_RETRY_RPS's bound too).
+const RetryRPSMax = 1_000_000
+
 func validateRetryRPS(n int) error {
-	if n < 0 {
-		return invalid("retry-rps", "must be at least 1 (0: WEBHOOK_RETRY_RPS applies)")
+	if n < 0 || n > RetryRPSMax {
+		return invalid("retry-rps", "must be from 1 to 1000000 (0: WEBHOOK_RETRY_RPS applies)")
 	}
 	return nil
 }

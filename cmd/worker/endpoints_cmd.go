@@ -34,9 +34,9 @@ func endpointsRunners() map[string]runFunc {
 	}
 }
 
-// retryRPSMax is the largest --retry-rps, as of WEBHOOK_RETRY_RPS (the
-// column is an integer).
-const retryRPSMax = 1_000_000
+// retryRPSMax is the largest --retry-rps and WEBHOOK_RETRY_RPS: the
+// endpoint catalog's bound, declared once.
+const retryRPSMax = endpoints.RetryRPSMax
 
 var endpointsUsage = synopsis("worker endpoints", endpointsCommands) + `
 An endpoint receives the events of the types it subscribes to (--events;
