@@ -1,7 +1,9 @@
 package claimer
 
+import "github.com/fluxora/webhook-worker/outbox"
+
 // The statements, for the plan tests.
 const (
-	ClaimSQL  = claimSQL
-	RecordSQL = recordSQL
+	ClaimSQL  = outbox.ClaimSQL
+	RecordSQL = outbox.RecordSQL
 )

@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
@@ -73,73 +71,3 @@ func TestMigrateIsIdempotentAndCheckable(t *testing.T) {
 // generic plan a prepared statement settles on after five executions: a
 // sequential scan there would make every claim cost as much as the whole
 // table, processed rows included.
-func TestClaimAndRecordUseIndexes(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := testdb.New(t)
-	// Processed rows and a backlog of pending ones: the generic plan takes
-	// LIMIT $1 for a tenth of the backlog.
-	_, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, processed, processed_at, created_at)
-		SELECT 'e', '{}', true, now(), now() - g * interval '1 second' FROM generate_series(1, 20000) g`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) SELECT 'e', '{}' FROM generate_series(1, 20000)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Pool.Exec(ctx, "ANALYZE webhook_outbox"); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	// PREPARE and EXPLAIN EXECUTE, as the worker's driver prepares them; a
-	// plain EXPLAIN with parameters is always planned for their values.
-	const zero = "00000000-0000-0000-0000-000000000000"
-	for _, q := range []string{
-		"PREPARE claim_chk(int, bigint, uuid[], boolean, boolean) AS " + claimer.ClaimSQL,
-		"PREPARE record_chk AS " + claimer.RecordSQL,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
-			t.Fatal(err)
-		}
-		claim := explain(t, conn, "EXPLAIN EXECUTE claim_chk(100, 30000, '{}', false, true)")
-		if !strings.Contains(claim, "webhook_outbox_pending_idx") || strings.Contains(claim, "Seq Scan on webhook_outbox") {
-			t.Errorf("%s: claim plan:\n%s", mode, claim)
-		}
-		rec := explain(t, conn, "EXPLAIN EXECUTE record_chk('{1,2}', '{"+zero+","+zero+"}', '{1,5}', '{0,0}', '{0,0}', '{0,0}', '{\"\",\"\"}', '{0,0}', '{NULL,NULL}', '{0,0}', '{\"\",\"\"}', '{\"\",\"\"}')")
-		if strings.Contains(rec, "Seq Scan on webhook_outbox") {
-			t.Errorf("%s: record plan:\n%s", mode, rec)
-		}
-	}
-	if _, err := conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE ALL"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func explain(t *testing.T, conn *pgxpool.Conn, sql string, args ...any) string {
-	t.Helper()
-	rows, err := conn.Query(context.Background(), sql, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return plan.String()
-}

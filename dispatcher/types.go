@@ -3,35 +3,12 @@ package dispatcher
 import (
 	"context"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
-// Row is one claimed outbox row, held under a lease until its outcome is
-// recorded or it is released: one delivery of an event to one endpoint.
-type Row struct {
-	ID         int64
-	Token      [16]byte // the lease token; outcomes are fenced by it
-	DeliveryID string   // uuid text, the same on every attempt of a delivery
-	EventType  string
-	Payload    []byte // the JSON body, byte for byte
-	Headers    []byte // the JSON object text of extra request headers; nil for none
-	Attempt    int    // 1 for the first attempt
-	CreatedAt  time.Time
-	Reclaimed  bool // its previous lease expired without an outcome
-
-	// EndpointID is the endpoint's uuid text; "" for the WEBHOOK_URL
-	// endpoint, whose other fields below are empty.
-	EndpointID     string
-	EndpointName   string
-	URL            string
-	Secret         string
-	Enabled        bool
-	DisabledReason string
-	RetryRPS       int // 0: the configured default
-	// PreviousSecret, until PreviousUntil, is the secret a rotation
-	// replaced, still signing beside Secret; "" when none is in its grace.
-	PreviousSecret string
-	PreviousUntil  time.Time
-}
+// Row is one claimed outbox row: the domain's Delivery.
+type Row = webhook.Delivery
 
 // Query is what one claim asks for.
 type Query struct {
@@ -57,53 +34,29 @@ type Batch struct {
 	BrokenErr error
 }
 
-// Kind says what becomes of a claimed row. The values match the claimer's.
-type Kind int
+// Kind says what becomes of a claimed row (webhook.Kind).
+type Kind = webhook.Kind
 
-// The kinds of Outcome.
+// The kinds of Outcome (webhook's).
 const (
-	// Done: delivered; the row is marked processed.
-	Done Kind = iota + 1
-	// Retry: the attempt failed and another is scheduled after Delay.
-	Retry
-	// Defer: a gate refused the attempt; the row itself, the same attempt,
-	// is moved to after Delay (no row is made), none spent.
-	Defer
-	// Dead: moved to the dead-letter table.
-	Dead
-	// Release: not attempted (shutdown); the lease ends at once.
-	Release
+	Done    = webhook.Done
+	Retry   = webhook.Retry
+	Defer   = webhook.Defer
+	Dead    = webhook.Dead
+	Release = webhook.Release
 )
 
-// Outcome is what is recorded for one row.
-type Outcome struct {
-	ID      int64
-	Token   [16]byte
-	Kind    Kind
-	Attempt int           // of the new row (Retry), the row's own (Defer), or attempts made (Dead)
-	Delay   time.Duration // until the new row (Retry) or the row itself (Defer) is due
-	Status  int           // last HTTP status (Dead, Retry), 0 for none
-	Error   string        // last error (Dead, Retry)
-	Health  Health        // what the attempt says of the endpoint
-	// The attempt made, recorded in webhook_attempts when Health is not
-	// NoAttempt: when it began (the dispatcher's clock), how long it took,
-	// its class ("" when delivered, else "retryable" or "permanent") and
-	// its own error text.
-	Started      time.Time
-	Took         time.Duration
-	AttemptClass string
-	AttemptError string
-}
+// Outcome is what is recorded for one row (webhook.Outcome).
+type Outcome = webhook.Outcome
 
-// Health is what an attempt says of its endpoint. The values match the
-// claimer's.
-type Health int
+// Health is what an attempt says of its endpoint (webhook.Health).
+type Health = webhook.Health
 
-// The values of Outcome.Health.
+// The values of Outcome.Health (webhook's).
 const (
-	NoAttempt Health = iota // nothing was sent
-	Healthy                 // 2xx
-	Failing                 // the attempt failed
+	NoAttempt = webhook.NoAttempt
+	Healthy   = webhook.Healthy
+	Failing   = webhook.Failing
 )
 
 // Store is what the dispatcher needs from the claimer.
@@ -118,41 +71,18 @@ type Store interface {
 	NextDue(ctx context.Context) (time.Duration, bool, error)
 }
 
-// Class is how an HTTP attempt ended.
-type Class int
+// Class is how an HTTP attempt ended (webhook.Class).
+type Class = webhook.Class
 
-// The classes of Result.
+// The classes of Result (webhook's).
 const (
-	// Delivered: the consumer answered 2xx.
-	Delivered Class = iota + 1
-	// Retryable: network error, timeout, 408, 429, 5xx.
-	Retryable
-	// Permanent: any other status, or a request that cannot be built.
-	Permanent
+	Delivered = webhook.Delivered
+	Retryable = webhook.Retryable
+	Permanent = webhook.Permanent
 )
 
-// String is the metric label of c.
-func (c Class) String() string {
-	switch c {
-	case Delivered:
-		return "delivered"
-	case Retryable:
-		return "retryable"
-	case Permanent:
-		return "permanent"
-	default:
-		return "unknown"
-	}
-}
-
-// Result is one HTTP attempt's result.
-type Result struct {
-	Class      Class
-	Status     int           // 0 when no response arrived
-	Error      string        // short reason when not delivered; never a secret or payload
-	RetryAfter time.Duration // the consumer's Retry-After (429, 503), else 0
-	Duration   time.Duration
-}
+// Result is one HTTP attempt's result (webhook.Result).
+type Result = webhook.Result
 
 // Sender makes one HTTP attempt at a row.
 type Sender interface {
@@ -193,21 +123,3 @@ type noHush struct{}
 
 func (noHush) Set(bool) {}
 func (noHush) Help()    {}
-
-// String is the log value of k.
-func (k Kind) String() string {
-	switch k {
-	case Done:
-		return "delivered"
-	case Retry:
-		return "retry"
-	case Defer:
-		return "deferred"
-	case Dead:
-		return "dead_letter"
-	case Release:
-		return "released"
-	default:
-		return "unknown"
-	}
-}

@@ -26,6 +26,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 const (
@@ -159,14 +161,14 @@ type Decision struct {
 	Probe    bool          // this attempt is the half-open probe
 }
 
-// Outcome of an attempt, for Record.
-type Outcome int
+// Outcome of an attempt, for Record: the domain's class of the attempt.
+type Outcome = webhook.Class
 
-// The outcomes Record takes.
+// The outcomes Record takes (webhook's classes).
 const (
-	Success Outcome = iota + 1
-	RetryableFailure
-	PermanentFailure
+	Success          = webhook.Delivered
+	RetryableFailure = webhook.Retryable
+	PermanentFailure = webhook.Permanent
 )
 
 // keys returns the breaker, probe and rate-limit keys of consumerURL.
@@ -244,7 +246,7 @@ func (g *Gates) Record(ctx context.Context, consumerURL string, o Outcome, probe
 	}
 	keys := g.keys(consumerURL)[:2]
 	res, err := recordScript.Run(ctx, g.cfg.Client, keys,
-		int(o), p, g.cfg.BreakerThreshold, g.cfg.BreakerReset.Milliseconds(), g.stateTTL()).Slice()
+		string(o), p, g.cfg.BreakerThreshold, g.cfg.BreakerReset.Milliseconds(), g.stateTTL()).Slice()
 	var from, to string
 	var invalid bool
 	if err == nil {

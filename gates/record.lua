@@ -1,7 +1,7 @@
 -- Records the outcome of an allowed attempt in the breaker, atomically.
 -- state.lua is prepended.
 -- KEYS: 1 breaker state, 2 probe owner
--- ARGV: 1 outcome (1 success, 2 retryable failure, 3 permanent failure),
+-- ARGV: 1 outcome (the attempt's class: delivered, retryable or permanent),
 --       2 probe (0/1), 3 threshold, 4 reset ms, 5 state TTL ms
 -- Returns {from_state, to_state, invalid}
 -- invalid: 1 when the stored state was invalid: treated as absent (closed,
@@ -13,21 +13,21 @@ local invalid = 0
 if bad then invalid = 1 end
 if not st then st = {state = 'closed', failures = 0, resetAt = 0} end
 local from = st.state
-local outcome = tonumber(ARGV[1])
+local outcome = ARGV[1]
 if tonumber(ARGV[2]) == 1 then
   redis.call('DEL', KEYS[2])
-  if outcome == 2 then
+  if outcome == 'retryable' then
     st.state, st.failures, st.resetAt = 'open', math.min(st.failures + 1, 1e9), now + tonumber(ARGV[4])
   else
     -- success, or a permanent failure: the consumer is reachable again
     st.state, st.failures, st.resetAt = 'closed', 0, 0
   end
-elseif st.state == 'closed' and outcome == 2 then
+elseif st.state == 'closed' and outcome == 'retryable' then
   st.failures = math.min(st.failures + 1, 1e9)
   if st.failures >= tonumber(ARGV[3]) then
     st.state, st.resetAt = 'open', now + tonumber(ARGV[4])
   end
-elseif st.state == 'closed' and outcome == 1 and st.failures > 0 then
+elseif st.state == 'closed' and outcome == 'delivered' and st.failures > 0 then
   st.failures = 0
 else
   -- nothing to change (a permanent failure, a success with no failures, or

@@ -34,11 +34,11 @@ func TestOutcomeString(t *testing.T) {
 		sender.Delivered: "delivered",
 		sender.Retryable: "retryable",
 		sender.Permanent: "permanent",
-		0:                "unknown",
-		42:               "unknown",
+		"":               "unknown",
+		"bogus":          "unknown",
 	} {
 		if got := o.String(); got != want {
-			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
+			t.Errorf("Outcome(%q).String() = %q, want %q", string(o), got, want)
 		}
 	}
 }

@@ -26,26 +26,16 @@ type store struct{ c *claimer.Claimer }
 
 func (s store) Claim(ctx context.Context, q dispatcher.Query) (dispatcher.Batch, error) {
 	b, err := s.c.Claim(ctx, claimer.Query(q))
-	out := dispatcher.Batch{Taken: b.Taken, FannedOut: b.FannedOut, Deliveries: b.Deliveries, Unrouted: b.Unrouted, Endpoints: b.Endpoints,
-		Rows: make([]dispatcher.Row, len(b.Rows))}
-	for i, r := range b.Rows {
-		out.Rows[i] = dispatcher.Row(r)
-	}
+	out := dispatcher.Batch{Rows: b.Rows, Taken: b.Taken, FannedOut: b.FannedOut, Deliveries: b.Deliveries, Unrouted: b.Unrouted,
+		Endpoints: b.Endpoints, BrokenErr: b.BrokenErr}
 	for _, r := range b.Broken {
 		out.Broken = append(out.Broken, r.DeliveryID)
 	}
-	out.BrokenErr = b.BrokenErr
 	return out, err
 }
 
 func (s store) Record(ctx context.Context, outcomes []dispatcher.Outcome) ([]bool, error) {
-	in := make([]claimer.Outcome, len(outcomes))
-	for i, o := range outcomes {
-		in[i] = claimer.Outcome{ID: o.ID, Token: o.Token, Kind: claimer.Kind(o.Kind),
-			Attempt: o.Attempt, Delay: o.Delay, Status: o.Status, Error: o.Error, Health: claimer.Health(o.Health),
-			Started: o.Started, Took: o.Took, AttemptClass: o.AttemptClass, AttemptError: o.AttemptError}
-	}
-	return s.c.Record(ctx, in)
+	return s.c.Record(ctx, outcomes)
 }
 
 func (s store) NextDue(ctx context.Context) (d time.Duration, ok bool, err error) {
@@ -125,14 +115,7 @@ func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Res
 	}
 	res := s.Send(ctx, sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Payload: r.Payload, Endpoint: name,
 		Headers: headers})
-	class := dispatcher.Permanent
-	switch res.Outcome {
-	case sender.Delivered:
-		class = dispatcher.Delivered
-	case sender.Retryable:
-		class = dispatcher.Retryable
-	}
-	return dispatcher.Result{Class: class, Status: res.Status, Error: res.Error, RetryAfter: res.RetryAfter, Duration: res.Duration}
+	return dispatcher.Result{Class: res.Outcome, Status: res.Status, Error: res.Error, RetryAfter: res.RetryAfter, Duration: res.Duration}
 }
 
 // Close closes every sender's idle connections.
@@ -169,14 +152,7 @@ func (e endpointGate) Check(ctx context.Context, r dispatcher.Row) dispatcher.De
 }
 
 func (e endpointGate) Record(ctx context.Context, r dispatcher.Row, class dispatcher.Class, probe bool) {
-	o := gates.PermanentFailure
-	switch class {
-	case dispatcher.Delivered:
-		o = gates.Success
-	case dispatcher.Retryable:
-		o = gates.RetryableFailure
-	}
-	e.g.Record(ctx, e.url(r), o, probe)
+	e.g.Record(ctx, e.url(r), class, probe)
 }
 
 // goneDisabler disables an endpoint that answered 410 Gone.

@@ -1,4 +1,4 @@
-package claimer
+package outbox
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // The times the worker can handle: those the schema allows (migration 009,
@@ -57,12 +59,12 @@ const deadLetterBrokenSQL = `WITH broken AS (
   WHERE o.id = b.id AND o.lease_token = b.token AND NOT o.processed
   RETURNING o.delivery_id, o.event_type, o.payload, o.attempt, o.endpoint_id, o.headers, b.reason
 )
-INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_status, last_error, endpoint_id, headers)
-SELECT delivery_id, event_type, payload, attempt - 1, NULL, left(reason, 512), endpoint_id, headers FROM moved`
+INSERT INTO webhook_dead_letter (` + deadLetterColumns + `)
+SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL, left(reason, 512) FROM moved`
 
 // deadLetterBroken moves the broken rows, leased under their tokens, to the
 // dead letter.
-func (c *Claimer) deadLetterBroken(ctx context.Context, broken []Broken, tokens []Token) error {
+func (s *Store) deadLetterBroken(ctx context.Context, broken []Broken, tokens []webhook.Token) error {
 	type item struct {
 		ID     int64       `json:"id"`
 		Token  pgtype.UUID `json:"token"`
@@ -76,7 +78,7 @@ func (c *Claimer) deadLetterBroken(ctx context.Context, broken []Broken, tokens 
 	if err != nil {
 		return fmt.Errorf("dead-letter undecodable rows: %w", err)
 	}
-	if _, err := c.pool.Exec(ctx, deadLetterBrokenSQL, string(arg)); err != nil {
+	if _, err := s.pool.Exec(ctx, deadLetterBrokenSQL, string(arg)); err != nil {
 		return fmt.Errorf("dead-letter undecodable rows: %w", err)
 	}
 	return nil

@@ -1,0 +1,103 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/outbox"
+)
+
+// positional rewrites a statement with named parameters as PostgreSQL's
+// PREPARE takes it, and lists its arguments in their order, as SQL
+// literals.
+func positional(t *testing.T, sql string, args pgx.NamedArgs) (string, string) {
+	t.Helper()
+	out, values, err := args.RewriteQuery(context.Background(), nil, sql, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lits := make([]string, len(values))
+	for i, v := range values {
+		lits[i] = fmt.Sprint(v)
+	}
+	return out, strings.Join(lits, ", ")
+}
+
+// The claim and the record keep to their indexes, with custom and generic
+// plans alike (as the worker's driver prepares them), over a table with a
+// backlog and processed rows: the generic plan takes LIMIT for a tenth of
+// the backlog.
+func TestClaimAndRecordUseIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, processed, processed_at, created_at)
+		SELECT 'e', '{}', true, now(), now() - g * interval '1 second' FROM generate_series(1, 20000) g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) SELECT 'e', '{}' FROM generate_series(1, 20000)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, "ANALYZE webhook_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	const zero = "00000000-0000-0000-0000-000000000000"
+	claimSQL, claimArgs := positional(t, outbox.ClaimSQL, pgx.NamedArgs{"limit": "100", "lease_ms": "30000", "skip": "'{}'::uuid[]",
+		"skip_env": "false", "env": "true"})
+	recordSQL, recordArgs := positional(t, outbox.RecordSQL, pgx.NamedArgs{
+		"outcomes": `'[{"id": 1, "token": "` + zero + `", "kind": "done", "health": ""}, {"id": 2, "token": "` + zero + `", "kind": "release", "health": ""}]'`,
+		"ids":      "'{1,2}'::bigint[]"})
+	for _, q := range []string{"PREPARE claim_chk AS " + claimSQL, "PREPARE record_chk AS " + recordSQL} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		claim := explain(t, conn, "EXPLAIN EXECUTE claim_chk("+claimArgs+")")
+		if !strings.Contains(claim, "webhook_outbox_pending_idx") || strings.Contains(claim, "Seq Scan on webhook_outbox") {
+			t.Errorf("%s: claim plan:\n%s", mode, claim)
+		}
+		rec := explain(t, conn, "EXPLAIN EXECUTE record_chk("+recordArgs+")")
+		if strings.Contains(rec, "Seq Scan on webhook_outbox") {
+			t.Errorf("%s: record plan:\n%s", mode, rec)
+		}
+	}
+	if _, err := conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE ALL"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func explain(t *testing.T, conn *pgxpool.Conn, sql string) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan.String()
+}

@@ -1,0 +1,141 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/fluxora/webhook-worker/webhook"
+)
+
+// MaxDelay is the longest delay Record writes (Retry, Defer): any longer
+// one is cut to it, so that no value can overflow the statement's interval
+// and fail the whole batch.
+const MaxDelay = 366 * 24 * time.Hour
+
+// RecordSQL writes every outcome in one statement. @outcomes is a JSON
+// array of outcome objects (see outcomeJSON); @ids their row ids, so that
+// "o.id = ANY(@ids)" keeps every plan on the primary key whatever the
+// planner guesses of the JSON. released, deferred and marked touch only
+// rows still held under the outcome's token (the fence); the retry rows and
+// dead letters come from marked, so they exist exactly for the rows
+// marked. A deferral moves the row itself (its created_at is the due time
+// the claim orders and filters by) and ends its lease: it makes no row and
+// records no attempt. A retry's new attempt copies the event and its
+// endpoint from the row, so the payload does not travel back to the
+// server. health updates an endpoint's failure run only when it changes
+// (and its last error at most once a second), so that a steady stream of
+// outcomes does not write, nor queue on, the endpoint's row.
+const RecordSQL = `WITH r AS (
+  SELECT * FROM jsonb_to_recordset(@outcomes::jsonb)
+    AS r(id bigint, token uuid, kind text, attempt int, delay_ms bigint, status int, error text, health text,
+         started timestamptz, took_ms float8, try_class text, try_error text)
+), released AS (
+  UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
+  FROM r
+  WHERE r.kind = 'release' AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id
+), deferred AS (
+  UPDATE webhook_outbox o
+  SET created_at = clock_timestamp() + r.delay_ms * interval '1 millisecond', locked_until = NULL, lease_token = NULL
+  FROM r
+  WHERE r.kind = 'defer' AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id
+), marked AS (
+  UPDATE webhook_outbox o SET processed = true, processed_at = now()
+  FROM r
+  WHERE r.kind IN ('done', 'retry', 'dead') AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers,
+    r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
+    o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
+), tried AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, attempt, started_at, duration_ms, status, error_class, error)
+  SELECT delivery_id, endpoint_id, made, coalesce(started, clock_timestamp()), took_ms, NULLIF(status, 0), NULLIF(try_class, ''), NULLIF(try_error, '')
+  FROM marked WHERE health <> ''
+), requeued AS (
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout, headers)
+  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout, headers
+  FROM marked WHERE kind = 'retry'
+), dead AS (
+  INSERT INTO webhook_dead_letter (` + deadLetterColumns + `)
+  SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt, NULLIF(status, 0), error
+  FROM marked WHERE kind = 'dead'
+), health AS (
+  SELECT endpoint_id, bool_or(health = 'healthy') AS ok,
+    max(error) FILTER (WHERE health = 'failing') AS error, max(NULLIF(status, 0)) FILTER (WHERE health = 'failing') AS status
+  FROM marked WHERE endpoint_id IS NOT NULL AND health <> ''
+  GROUP BY endpoint_id
+), endpoints AS (
+  UPDATE webhook_endpoints e
+  SET failing_since = CASE WHEN h.ok THEN NULL ELSE coalesce(e.failing_since, now()) END,
+      last_error = CASE WHEN h.ok THEN e.last_error ELSE h.error END,
+      last_status = CASE WHEN h.ok THEN e.last_status ELSE h.status END,
+      last_error_at = CASE WHEN h.ok THEN e.last_error_at ELSE now() END
+  FROM health h
+  WHERE e.id = h.endpoint_id
+    AND CASE WHEN h.ok THEN e.failing_since IS NOT NULL
+        ELSE e.failing_since IS NULL OR e.last_error_at IS NULL OR e.last_error_at < now() - interval '1 second' END
+)
+SELECT id FROM marked UNION ALL SELECT id FROM released UNION ALL SELECT id FROM deferred`
+
+// outcomeJSON is one outcome as RecordSQL reads it.
+type outcomeJSON struct {
+	ID       int64          `json:"id"`
+	Token    pgtype.UUID    `json:"token"`
+	Kind     webhook.Kind   `json:"kind"`
+	Attempt  int            `json:"attempt"`
+	DelayMS  int64          `json:"delay_ms"`
+	Status   int            `json:"status"`
+	Error    string         `json:"error"`
+	Health   webhook.Health `json:"health"`
+	Started  *time.Time     `json:"started"`
+	TookMS   float64        `json:"took_ms"`
+	TryClass string         `json:"try_class"`
+	TryError string         `json:"try_error"`
+}
+
+// noNUL drops NUL characters, which no PostgreSQL text can hold.
+func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", "") }
+
+// Record writes outcomes in one statement (one implicit transaction, one
+// round trip) and returns, in outcomes order, whether each was written. An
+// outcome is not written when its row is no longer held under its token:
+// the lease expired and another worker claimed the row (a lost lease). On
+// error nothing is written; the rows stay pending and, once their leases
+// expire, are claimed again.
+func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written []bool, err error) {
+	items, ids := make([]outcomeJSON, len(outcomes)), make([]int64, len(outcomes))
+	for i, o := range outcomes {
+		ids[i] = o.ID
+		items[i] = outcomeJSON{ID: o.ID, Token: pgtype.UUID{Bytes: o.Token, Valid: true}, Kind: o.Kind, Attempt: o.Attempt,
+			DelayMS: min(max(o.Delay, 0), MaxDelay).Milliseconds(), Status: o.Status, Error: noNUL(o.Error), Health: o.Health,
+			TookMS: float64(o.Took.Microseconds()) / 1000, TryClass: o.AttemptClass, TryError: noNUL(o.AttemptError)}
+		if !o.Started.IsZero() {
+			items[i].Started = &o.Started
+		}
+	}
+	arg, err := json.Marshal(items)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids})
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	done := make(map[int64]bool, len(outcomes))
+	var id int64
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	written = make([]bool, len(outcomes))
+	for i, o := range outcomes {
+		written[i] = done[o.ID]
+	}
+	return written, nil
+}

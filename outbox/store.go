@@ -1,0 +1,45 @@
+// Package outbox is the store: it owns every statement on the worker's
+// tables (webhook_outbox, webhook_dead_letter, webhook_attempts,
+// webhook_endpoints). Each statement is a named constant beside a comment
+// saying what it guarantees; the other packages call methods of a Store
+// and never write SQL on these tables themselves (the producer kit keeps
+// its own INSERT, which runs in the producer's transaction: InsertSQL).
+//
+// The rules every statement shares:
+//   - A row is due when it is pending, its created_at has come and no lease
+//     holds it (DueSQL).
+//   - A claimed row is held by a lease (locked_until, lease_token), never
+//     by an open transaction; an outcome is written only where the lease
+//     token still matches (the fence).
+//   - A row leaves the outbox for the dead letter with its event, endpoint
+//     and headers (deadLetterColumns), whichever statement moves it.
+package outbox
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store runs the statements. Safe for concurrent use; each method holds a
+// connection only for its own statement.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store over pool, or an error when pool is nil.
+func New(pool *pgxpool.Pool) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("outbox: a pool is required")
+	}
+	return &Store{pool: pool}, nil
+}
+
+// DueSQL is the predicate of a due row of webhook_outbox (alias o): pending,
+// its created_at come by the database clock, and no live lease.
+const DueSQL = `NOT o.processed AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())`
+
+// deadLetterColumns are the columns of webhook_dead_letter every move
+// writes, in this order: the event (delivery id, type, payload, headers),
+// its endpoint, the attempts made and the last status and error.
+const deadLetterColumns = `delivery_id, event_type, payload, headers, endpoint_id, attempts, last_status, last_error`
