@@ -2,8 +2,9 @@
 // tables (webhook_outbox, webhook_dead_letter, webhook_attempts,
 // webhook_endpoints). Each statement is a named constant beside a comment
 // saying what it guarantees; the other packages call methods of a Store
-// and never write SQL on these tables themselves (the producer kit keeps
-// its own INSERT, which runs in the producer's transaction: InsertSQL).
+// and never write SQL on these tables themselves (the producer kit runs
+// its INSERT in the producer's transaction, but takes it from here:
+// InsertSQL).
 //
 // The rules every statement shares:
 //   - A row is due when it is pending, its created_at has come and no lease

@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fluxora/webhook-worker/eventheaders"
+	"github.com/fluxora/webhook-worker/outbox"
 )
 
 // Limits of the contract.
@@ -111,9 +112,9 @@ func insert(eventType string, payload []byte, o options) (string, []any, error) 
 		headers = string(b)
 	}
 	if o.endpoint == "" {
-		return insertSQL, []any{eventType, string(payload), headers}, nil
+		return outbox.InsertSQL, []any{eventType, string(payload), headers}, nil
 	}
-	return insertToSQL, []any{eventType, string(payload), headers, o.endpoint}, nil
+	return outbox.InsertToEndpointSQL, []any{eventType, string(payload), headers, o.endpoint}, nil
 }
 
 // scanError maps a targeted insert that found no endpoint to
@@ -138,12 +139,6 @@ const headersConstraint = "webhook_outbox_headers_valid"
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
-
-const insertSQL = `INSERT INTO webhook_outbox (event_type, payload, headers) VALUES ($1, $2::jsonb, $3::jsonb) RETURNING delivery_id::text`
-
-// insertToSQL inserts nothing when no endpoint has the name.
-const insertToSQL = `INSERT INTO webhook_outbox (event_type, payload, headers, endpoint_id)
-SELECT $1, $2::jsonb, $3::jsonb, id FROM webhook_endpoints WHERE name = $4 RETURNING delivery_id::text`
 
 // Enqueue validates and inserts one event and returns its delivery id (the
 // x-fluxora-delivery-id of the WEBHOOK_URL endpoint, or of the one endpoint
