@@ -2,6 +2,10 @@
 // server named by TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable), and drops it
 // when the test ends. A missing server fails the test: it never skips.
+//
+// Migrated databases are clones of a template database, fluxora_tmpl_ and
+// a hash of the schema files, built once per schema version and kept on
+// the server (template.go).
 package testdb
 
 import (
@@ -15,8 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	schema "github.com/fluxora/webhook-worker/sql"
 )
 
 // AdminURL is the server tests use, from TEST_DATABASE_URL.
@@ -34,22 +36,33 @@ type DB struct {
 	Pool *pgxpool.Pool
 }
 
-// New creates an empty database, migrates it and returns it with an open
-// pool; both are dropped at the test's end.
+// New returns a fresh migrated database with an open pool; both are dropped
+// at the test's end. It is a clone of the schema's template database
+// (TemplateName), built by the first test process that needs it and kept on
+// the server for later runs.
 func New(t testing.TB) *DB {
 	t.Helper()
-	db := NewEmpty(t)
-	if _, err := schema.Migrate(context.Background(), db.Pool); err != nil {
-		t.Fatalf("testdb: migrate: %v", err)
-	}
-	return db
+	return create(t, clone)
 }
 
 // NewEmpty creates an unmigrated database.
 func NewEmpty(t testing.TB) *DB {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return create(t, func(ctx context.Context, admin *pgx.Conn, name string) error {
+		_, err := admin.Exec(ctx, "CREATE DATABASE "+name)
+		return err
+	})
+}
+
+// create makes a database named fluxora_test_<random> with make, and opens
+// a pool on it; both are dropped at the test's end.
+func create(t testing.TB, newDB func(ctx context.Context, admin *pgx.Conn, name string) error) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if _, err := url.Parse(AdminURL()); err != nil {
+		t.Fatalf("testdb: TEST_DATABASE_URL: %v", err)
+	}
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
 		t.Fatalf("testdb: PostgreSQL is required (TEST_DATABASE_URL): %v", err)
@@ -58,15 +71,10 @@ func NewEmpty(t testing.TB) *DB {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "fluxora_test_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if err := newDB(ctx, admin, name); err != nil {
 		t.Fatalf("testdb: create database: %v", err)
 	}
-	u, err := url.Parse(AdminURL())
-	if err != nil {
-		t.Fatalf("testdb: TEST_DATABASE_URL: %v", err)
-	}
-	u.Path = "/" + name
-	db := &DB{Name: name, URL: u.String()}
+	db := &DB{Name: name, URL: urlFor(name)}
 	t.Cleanup(func() { drop(t, name) })
 	db.Pool, err = pgxpool.New(ctx, db.URL)
 	if err != nil {
@@ -74,6 +82,13 @@ func NewEmpty(t testing.TB) *DB {
 	}
 	t.Cleanup(db.Pool.Close)
 	return db
+}
+
+// urlFor is AdminURL with database name; AdminURL parses (create checks).
+func urlFor(name string) string {
+	u, _ := url.Parse(AdminURL())
+	u.Path = "/" + name
+	return u.String()
 }
 
 func drop(t testing.TB, name string) {
