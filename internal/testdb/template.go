@@ -113,7 +113,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, name string) error {
 	if current, err := TemplateName(); err == nil {
 		keep = append(keep, current)
 	}
-	_ = dropStale(ctx, admin, keep) // best effort: the template is built
+	_ = dropStale(ctx, admin, templatePrefix, keep) // best effort: the template is built
 	return nil
 }
 
@@ -155,16 +155,17 @@ func build(ctx context.Context, admin *pgx.Conn, name string) error {
 	})
 }
 
-// dropStale drops the test templates other than keep that no session uses
+// dropStale drops the databases named with prefix (templatePrefix, or a
+// test's own) other than keep that no session uses
 // and no process has cloned for staleAfter, and crashed builds. A database
 // it cannot drop is left for the next builder.
-func dropStale(ctx context.Context, admin *pgx.Conn, keep []string) error {
+func dropStale(ctx context.Context, admin *pgx.Conn, prefix string, keep []string) error {
 	rows, err := admin.Query(ctx, `SELECT d.datname FROM pg_database d
 		WHERE starts_with(d.datname, $1::text) AND d.datname <> ALL($2::text[])
 		  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datid = d.oid)
 		  AND (right(d.datname, length($3::text)) = $3::text
 		       OR coalesce(substr(shobj_description(d.oid, 'pg_database'), length($4::text) + 1), '') < $5::text)`,
-		templatePrefix, keep, buildSuffix, usedComment, time.Now().Add(-staleAfter).UTC().Format(time.RFC3339))
+		prefix, keep, buildSuffix, usedComment, time.Now().Add(-staleAfter).UTC().Format(time.RFC3339))
 	if err != nil {
 		return fmt.Errorf("list stale templates: %w", err)
 	}

@@ -206,11 +206,16 @@ func TestRetryInUseGivesUpOnOtherErrors(t *testing.T) {
 	}
 }
 
+// dropStaleTestPrefix names TestDropStale's databases: not templatePrefix,
+// so that a real builder's dropStale (another package's test process, or
+// TestEnsureTemplate here) never drops them while the test runs.
+const dropStaleTestPrefix = "fluxora_tmplzz_"
+
 func TestDropStale(t *testing.T) {
 	t.Parallel()
 	admin := adminConn(t)
 	mk := func(suffix, comment string) string {
-		name := scratchName(t, templatePrefix+"zz") + suffix
+		name := scratchName(t, dropStaleTestPrefix) + suffix
 		t.Cleanup(func() { drop(t, name) })
 		if _, err := admin.Exec(t.Context(), "CREATE DATABASE "+name); err != nil {
 			t.Fatal(err)
@@ -236,7 +241,7 @@ func TestDropStale(t *testing.T) {
 	}
 	defer session.Close(context.Background())
 
-	if err := dropStale(t.Context(), admin, []string{kept}); err != nil {
+	if err := dropStale(t.Context(), admin, dropStaleTestPrefix, []string{kept}); err != nil {
 		t.Fatal(err)
 	}
 
