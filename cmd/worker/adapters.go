@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"time"
@@ -42,20 +43,30 @@ func (s store) NextDue(ctx context.Context) (d time.Duration, ok bool, err error
 	return s.c.NextDue(ctx)
 }
 
+// sendersMax is how many table endpoints' senders httpSenders keeps: past
+// it, the least recently used one is dropped (its idle connections closed)
+// and made anew on its endpoint's next row.
+const sendersMax = 1024
+
 // httpSenders sends each row with the sender of its endpoint: env for the
 // WEBHOOK_URL endpoint (nil without one), and one per table endpoint, made
 // on first use and made anew when the endpoint's URL or secrets change (a
-// rotation, or the end of its grace period).
-// Each has its own connections, at most the endpoint's cap of them.
+// rotation, or the end of its grace period). Each has its own connections,
+// at most the endpoint's cap of them. At most max table endpoints' senders
+// are kept (least recently used dropped first), so that the endpoints
+// removed, disabled or idle do not hold theirs forever.
 type httpSenders struct {
 	env  *sender.Sender
 	base sender.Config // of the table endpoints' senders, but URL and Secret
+	max  int           // sendersMax
 
 	mu  sync.Mutex
-	per map[string]endpointSender // by endpoint id
+	per map[string]*list.Element // by endpoint id; each holds an *endpointSender
+	lru list.List                // most recently used first
 }
 
 type endpointSender struct {
+	id                    string
 	url, secret, previous string
 	previousUntil         time.Time
 	s                     *sender.Sender
@@ -63,7 +74,7 @@ type endpointSender struct {
 }
 
 func newHTTPSenders(env *sender.Sender, base sender.Config) *httpSenders {
-	return &httpSenders{env: env, base: base, per: map[string]endpointSender{}}
+	return &httpSenders{env: env, base: base, max: sendersMax, per: map[string]*list.Element{}}
 }
 
 // forRow returns the sender of r's endpoint, or why there is none.
@@ -76,26 +87,46 @@ func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	es, ok := h.per[r.EndpointID]
-	if ok && es.url == r.URL && es.secret == r.Secret && es.previous == r.PreviousSecret && es.previousUntil.Equal(r.PreviousUntil) {
-		return es.s, es.err
+	if el, ok := h.per[r.EndpointID]; ok {
+		es := el.Value.(*endpointSender)
+		if es.url == r.URL && es.secret == r.Secret && es.previous == r.PreviousSecret && es.previousUntil.Equal(r.PreviousUntil) {
+			h.lru.MoveToFront(el)
+			return es.s, es.err
+		}
+		h.drop(el)
 	}
+	es := h.newSender(r)
+	h.per[r.EndpointID] = h.lru.PushFront(es)
+	for h.lru.Len() > h.max {
+		h.drop(h.lru.Back())
+	}
+	return es.s, es.err
+}
+
+// drop forgets a sender and closes its idle connections; a request it is
+// making goes on (its connection closes when idle, IdleConnTimeout).
+func (h *httpSenders) drop(el *list.Element) {
+	es := h.lru.Remove(el).(*endpointSender)
+	delete(h.per, es.id)
 	if es.s != nil {
 		es.s.Close()
 	}
+}
+
+// newSender makes the sender of r's endpoint, or says why it cannot.
+func (h *httpSenders) newSender(r dispatcher.Row) *endpointSender {
 	cfg := h.base
 	cfg.URL, cfg.Secret = r.URL, []byte(r.Secret)
 	if r.PreviousSecret != "" {
 		cfg.PreviousSecret, cfg.PreviousUntil = []byte(r.PreviousSecret), r.PreviousUntil
 	}
 	s, err := sender.New(cfg)
-	es = endpointSender{url: r.URL, secret: r.Secret, previous: r.PreviousSecret, previousUntil: r.PreviousUntil, s: s}
+	es := &endpointSender{id: r.EndpointID, url: r.URL, secret: r.Secret, previous: r.PreviousSecret, previousUntil: r.PreviousUntil, s: s}
 	if err != nil {
 		// The error names the field, never its value.
 		es.err = "endpoint " + r.EndpointName + ": " + err.Error()
 	}
-	h.per[r.EndpointID] = es
-	return es.s, es.err
+	return es
 }
 
 func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Result {
@@ -125,8 +156,8 @@ func (h *httpSenders) Close() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, es := range h.per {
-		if es.s != nil {
+	for el := h.lru.Front(); el != nil; el = el.Next() {
+		if es := el.Value.(*endpointSender); es.s != nil {
 			es.s.Close()
 		}
 	}

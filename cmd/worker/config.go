@@ -12,30 +12,28 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/egress"
+	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/sender"
 )
 
-// Defaults of the environment variables (README, "Configuration").
+// Defaults of the variables only cmd/worker uses (README,
+// "Configuration"), each beside the config field it sets. Every other
+// default is the one of the package whose field the variable sets
+// (dispatcher.BatchSizeDefault, sender.TimeoutDefault,
+// gates.RetryRPSDefault, ...), named where loadConfig reads it.
 const (
-	pollIntervalDefault    = 10 * time.Second
-	batchSizeDefault       = 10
-	maxAttemptsDefault     = 16 // about 4h of retries with the default backoff
-	backoffBaseDefault     = time.Second
-	backoffMaxDefault      = time.Hour
-	timeoutDefault         = 10 * time.Second
-	concurrencyDefault     = 100
-	metricsAddrDefault     = ":9464"
-	shutdownTimeoutDefault = 30 * time.Second
-	retryRPSDefault        = 10
-	breakerResetDefault    = 5 * time.Minute
-	gateTimeoutDefault     = 100 * time.Millisecond
-	retentionDefault       = 7 * 24 * time.Hour
-	disableAfterDefault    = 5 * 24 * time.Hour
-	// maxResponseHeaderBytesDefault is 64 KiB; the range is 1 KiB to 16 MiB.
-	maxResponseHeaderBytesDefault = sender.MaxResponseHeaderBytesDefault
-	maxResponseHeaderBytesMin     = 1 << 10
-	maxResponseHeaderBytesMax     = 16 << 20
+	metricsAddrDefault     = ":9464"            // config.MetricsAddr
+	shutdownTimeoutDefault = 30 * time.Second   // config.ShutdownTimeout
+	retentionDefault       = 7 * 24 * time.Hour // config.Retention
+	disableAfterDefault    = 5 * 24 * time.Hour // config.DisableAfter
+)
+
+// WEBHOOK_MAX_RESPONSE_HEADER_BYTES is from 1 KiB to 16 MiB.
+const (
+	maxResponseHeaderBytesMin = 1 << 10
+	maxResponseHeaderBytesMax = 16 << 20
 )
 
 // config is the whole environment configuration, parsed and validated.
@@ -59,11 +57,13 @@ type config struct {
 	BackoffMax          time.Duration
 	Timeout             time.Duration
 	// MaxResponseHeaderBytes caps each response's headers, in bytes
-	// (WEBHOOK_MAX_RESPONSE_HEADER_BYTES, default 64 KiB).
+	// (WEBHOOK_MAX_RESPONSE_HEADER_BYTES, default
+	// sender.MaxResponseHeaderBytesDefault, 64 KiB).
 	MaxResponseHeaderBytes int64
 	Concurrency            int
 	// EndpointConcurrency caps one endpoint's rows in flight in this
-	// worker; defaults to a quarter of Concurrency.
+	// worker; defaults to a quarter of Concurrency
+	// (dispatcher.EndpointConcurrencyDefault).
 	EndpointConcurrency int
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long; 0 never does.
@@ -244,35 +244,67 @@ const breakerResetMaxMS = 7 * 24 * 3600 * 1000
 // command's environment; nonsense (1e300, negative, not JSON) still is.
 const operatorBreakerReset = breakerResetMaxMS * time.Millisecond
 
-// loadDatabaseConfig reads only what the operator commands need.
-func loadDatabaseConfig(getenv func(string) string) (config, error) {
+// opsRedisTimeout bounds each Redis call of an operator command (reading a
+// circuit state): longer than the worker's WEBHOOK_GATE_TIMEOUT_MS, since an
+// operator waits for the answer rather than failing open.
+const opsRedisTimeout = 2 * time.Second
+
+// opsConfig is what the operator commands (status, dlq, endpoints,
+// attempts, migrate) take from the environment.
+type opsConfig struct {
+	DatabaseURL string
+	// RedisURL is the gates' Redis, whose circuit states status shows; ""
+	// shows none.
+	RedisURL string
+	// WebhookURL is the WEBHOOK_URL endpoint's, as given (status shows
+	// the "default" endpoint and its circuit by it); "" when there is none.
+	WebhookURL string
+	// RedisTimeout bounds each Redis call (opsRedisTimeout).
+	RedisTimeout time.Duration
+}
+
+// loadOpsConfig reads the operator commands' configuration. LOG_FORMAT,
+// LOG_LEVEL and WEBHOOK_RETENTION are validated too, as for the worker, so
+// that a command refuses an environment the worker would refuse.
+func loadOpsConfig(getenv func(string) string) (opsConfig, error) {
 	e := &env{getenv: getenv}
-	c := config{DatabaseURL: e.required("DATABASE_URL")}
-	if c.DatabaseURL != "" {
-		if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+	c := opsConfig{DatabaseURL: e.databaseURL(), RedisURL: e.redisURL(), WebhookURL: e.getenv("WEBHOOK_URL"),
+		RedisTimeout: opsRedisTimeout}
+	e.logging()
+	e.retention()
+	return c, errors.Join(e.errs...)
+}
+
+// databaseURL reads DATABASE_URL, required; it is never printed.
+func (e *env) databaseURL() string {
+	v := e.required("DATABASE_URL")
+	if v != "" {
+		if _, err := pgxpool.ParseConfig(v); err != nil {
 			// pgx's message may quote the connection string: never print it.
 			e.fail("DATABASE_URL", "is not a valid PostgreSQL connection string")
 		}
 	}
-	c.RedisURL = e.getenv("REDIS_URL")
-	if c.RedisURL != "" {
-		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+	return v
+}
+
+// redisURL reads REDIS_URL; it is never printed (it may hold a password).
+func (e *env) redisURL() string {
+	v := e.getenv("REDIS_URL")
+	if v != "" {
+		if _, err := redis.ParseURL(v); err != nil {
 			e.fail("REDIS_URL", "is not a valid redis:// or rediss:// URL")
 		}
 	}
-	c.LogFormat, c.LogLevel = e.logging()
-	c.Retention = e.retention()
-	return c, errors.Join(e.errs...)
+	return v
 }
 
 // loadConfig reads and validates the dispatcher's whole configuration. The
 // error lists every bad variable by name; it never contains a secret.
 func loadConfig(getenv func(string) string) (config, error) {
-	c, err := loadDatabaseConfig(getenv)
 	e := &env{getenv: getenv}
-	if err != nil {
-		e.errs = append(e.errs, err)
-	}
+	c := config{DatabaseURL: e.databaseURL(), RedisURL: e.redisURL()}
+	c.LogFormat, c.LogLevel = e.logging()
+	c.Retention = e.retention()
 	// The WEBHOOK_URL endpoint is optional now that endpoints live in
 	// webhook_endpoints; its URL and secret come together or not at all.
 	c.WebhookURL = e.getenv("WEBHOOK_URL")
@@ -289,26 +321,26 @@ func loadConfig(getenv func(string) string) (config, error) {
 			e.fail("WEBHOOK_URL", "%v", err)
 		}
 	}
-	c.PollInterval = e.millis("WEBHOOK_POLL_INTERVAL_MS", pollIntervalDefault, 10, 24*3600*1000)
-	c.BatchSize = e.int("WEBHOOK_BATCH_SIZE", batchSizeDefault, 1, 1000)
-	c.MaxAttempts = e.int("WEBHOOK_MAX_ATTEMPTS", maxAttemptsDefault, 1, 1000)
-	c.BackoffBase = e.millis("WEBHOOK_BACKOFF_BASE_MS", backoffBaseDefault, 1, 7*24*3600*1000)
-	c.BackoffMax = e.millis("WEBHOOK_BACKOFF_MAX_MS", backoffMaxDefault, 1, 30*24*3600*1000)
+	c.PollInterval = e.millis("WEBHOOK_POLL_INTERVAL_MS", dispatcher.PollIntervalDefault, 10, 24*3600*1000)
+	c.BatchSize = e.int("WEBHOOK_BATCH_SIZE", dispatcher.BatchSizeDefault, 1, 1000)
+	c.MaxAttempts = e.int("WEBHOOK_MAX_ATTEMPTS", dispatcher.MaxAttemptsDefault, 1, 1000)
+	c.BackoffBase = e.millis("WEBHOOK_BACKOFF_BASE_MS", dispatcher.BackoffBaseDefault, 1, 7*24*3600*1000)
+	c.BackoffMax = e.millis("WEBHOOK_BACKOFF_MAX_MS", dispatcher.BackoffMaxDefault, 1, 30*24*3600*1000)
 	if c.BackoffMax < c.BackoffBase {
 		e.fail("WEBHOOK_BACKOFF_MAX_MS", "must be at least WEBHOOK_BACKOFF_BASE_MS (%d)", c.BackoffBase.Milliseconds())
 	}
-	c.Timeout = e.millis("WEBHOOK_TIMEOUT_MS", timeoutDefault, 1, 15*60*1000)
-	c.MaxResponseHeaderBytes = int64(e.int("WEBHOOK_MAX_RESPONSE_HEADER_BYTES", maxResponseHeaderBytesDefault,
+	c.Timeout = e.millis("WEBHOOK_TIMEOUT_MS", sender.TimeoutDefault, 1, 15*60*1000)
+	c.MaxResponseHeaderBytes = int64(e.int("WEBHOOK_MAX_RESPONSE_HEADER_BYTES", sender.MaxResponseHeaderBytesDefault,
 		maxResponseHeaderBytesMin, maxResponseHeaderBytesMax))
-	c.Concurrency = e.int("WEBHOOK_CONCURRENCY", concurrencyDefault, 1, 10000)
-	c.EndpointConcurrency = e.int("WEBHOOK_ENDPOINT_CONCURRENCY", max(1, c.Concurrency/4), 1, 10000)
+	c.Concurrency = e.int("WEBHOOK_CONCURRENCY", dispatcher.ConcurrencyDefault, 1, 10000)
+	c.EndpointConcurrency = e.int("WEBHOOK_ENDPOINT_CONCURRENCY", dispatcher.EndpointConcurrencyDefault(c.Concurrency), 1, 10000)
 	c.DisableAfter = e.days("WEBHOOK_ENDPOINT_DISABLE_AFTER", disableAfterDefault)
 	c.MetricsAddr = e.metricsAddr("WEBHOOK_METRICS_ADDR")
 	c.ShutdownTimeout = e.millis("WEBHOOK_SHUTDOWN_TIMEOUT_MS", shutdownTimeoutDefault, 1, 3600*1000)
-	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", retryRPSDefault, 1, retryRPSMax)
+	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", gates.RetryRPSDefault, 1, retryRPSMax)
 	c.BreakerThreshold = e.int("WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", 0, 0, 1_000_000)
-	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", breakerResetDefault, 1, breakerResetMaxMS)
-	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gateTimeoutDefault, 1, 10_000)
+	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", gates.BreakerResetDefault, 1, breakerResetMaxMS)
+	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gates.CallTimeoutDefault, 1, 10_000)
 	c.EgressAllow = e.egressAllow("WEBHOOK_EGRESS_ALLOW", e.bool("WEBHOOK_EGRESS_ALLOW_ALL", false))
 	c.EgressAllowLoopback = e.bool("WEBHOOK_EGRESS_ALLOW_LOOPBACK", true)
 	e.egressRefusesEnvURL(c)

@@ -6,25 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fluxora/webhook-worker/claimer"
-	"github.com/fluxora/webhook-worker/dispatcher"
-	"github.com/fluxora/webhook-worker/egress"
 	"github.com/fluxora/webhook-worker/endpoints"
-	"github.com/fluxora/webhook-worker/gates"
-	"github.com/fluxora/webhook-worker/listener"
-	"github.com/fluxora/webhook-worker/retention"
-	"github.com/fluxora/webhook-worker/sender"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
 
@@ -45,18 +34,34 @@ func runDispatcher(ctx context.Context, getenv func(string) string, stderr io.Wr
 		return exitUsage
 	}
 	log := newLogger(cfg, stderr)
-	if err := dispatch(ctx, cfg, log); err != nil {
+	if err := runWorker(ctx, cfg, log); err != nil {
 		log.Error("worker: stopped", "error", err)
-		if errors.Is(err, schema.ErrNotMigrated) {
-			return exitSchema
-		}
-		if errors.Is(err, errListenPooled) {
-			return exitUsage
-		}
-		return exitFailure
+		return stoppedCode(err)
 	}
 	log.Info("worker: stopped cleanly")
 	return exitOK
+}
+
+// runWorker builds the worker, runs it until ctx ends and its requests in
+// flight are finished, and releases it.
+func runWorker(ctx context.Context, cfg config, log *slog.Logger) error {
+	w, err := newWorker(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	return w.Run(ctx)
+}
+
+// stoppedCode is the exit code of a worker stopped by err.
+func stoppedCode(err error) int {
+	switch {
+	case errors.Is(err, schema.ErrNotMigrated):
+		return exitSchema
+	case errors.Is(err, errListenPooled):
+		return exitUsage
+	}
+	return exitFailure
 }
 
 // errShutdownTimeout reports requests cut short by the shutdown timeout.
@@ -81,143 +86,79 @@ func leaseFor(cfg config) time.Duration {
 // ping, retention, and one spare. No connection is held across a request.
 const poolSize = 5
 
-func dispatch(ctx context.Context, cfg config, log *slog.Logger) error {
-	// On the direct path (pooled.go; the pooled path has neither):
-	//
-	// synchronous_commit=off on the worker's own writes: they no longer
-	// queue for WAL flushes behind (and ahead of) the producers'. A database
-	// crash can lose only the last few hundred milliseconds of them; each
-	// lost write is atomic (claim, or mark + retry + dead letter), so its
-	// rows are pending again (at once, or when their lease expires) and are
-	// redelivered, never lost.
-	//
-	// plan_cache_mode=force_generic_plan: the claim and the outcome write
-	// are prepared once per connection and planned once. Left to choose,
-	// PostgreSQL keeps re-planning them (their custom plans look cheaper
-	// for the values at hand), which costs more than running them; their
-	// generic plans stay on the indexes (TestClaimAndRecordUseIndexes).
-	pool, path, err := openWorkerPool(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := schema.Check(ctx, pool); err != nil {
-		return err
-	}
-	listenCC, err := listenBase(ctx, cfg)
-	if err != nil {
-		return err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lst, err := listener.New(listener.Config{
-		Connect:    ownConnect(listenCC, "fluxora-webhook-listener"),
-		Probe:      notifyProbe(pool),
-		Logger:     log,
-		Registerer: reg,
-	})
-	if err != nil {
-		return err
-	}
-	guard := egress.New(egress.Config{Allow: cfg.EgressAllow, DenyLoopback: !cfg.EgressAllowLoopback, Registerer: reg})
-	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
-	if cfg.WebhookURL != "" {
-		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout,
-			MaxConns: cfg.Concurrency, MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
-			PreviousSecret: cfg.SecretPrevious, PreviousUntil: cfg.SecretPreviousUntil})
-		if err != nil {
-			return err
-		}
-		logPreviousSecret(log, cfg, time.Now())
-	}
-	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: min(cfg.EndpointConcurrency, cfg.Concurrency),
-		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders})
-	defer snd.Close()
-	gt, closeGates, err := newGates(cfg, reg, log)
-	if err != nil {
-		return err
-	}
-	defer closeGates()
-	lease := leaseFor(cfg)
-	clm, err := claimer.New(claimer.Config{Pool: pool, BatchSize: cfg.BatchSize, Lease: lease, EnvEndpoint: cfg.WebhookURL != ""})
-	if err != nil {
-		return err
-	}
-	hsh, err := listener.NewHush(listener.HushConfig{Connect: ownConnect(listenCC, "fluxora-webhook-hush"), Registerer: reg})
-	if err != nil {
-		return err
-	}
-	eps, err := endpoints.New(endpoints.Config{Pool: pool, Registerer: reg, Logger: log})
-	if err != nil {
-		return err
-	}
-	var gate dispatcher.Gate // nil: no gates, no call at all
-	if cfg.RedisURL != "" {
-		gate = endpointGate{gt, cfg.WebhookURL}
-	}
-	d, err := dispatcher.New(dispatcher.Config{
-		Store: store{clm}, Sender: snd, Gate: gate, Hush: hsh, Disabler: goneDisabler{eps}, Wake: lst.Wake(),
-		EnvEndpoint: cfg.WebhookURL != "", Registerer: reg, Logger: log,
-		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency, MaxAttempts: cfg.MaxAttempts,
-		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, DeferMax: gt.MaxDefer(),
-		Rand: rand.Float64, Now: time.Now,
-	})
-	if err != nil {
-		return err
-	}
-
-	// work outlives ctx by the shutdown timeout, so that requests in flight
-	// at SIGTERM finish and are recorded.
-	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	var forced atomic.Bool
-	stopTimer := context.AfterFunc(ctx, func() {
-		log.Info("worker: stopping; finishing the requests in flight", "shutdown_timeout", cfg.ShutdownTimeout.String())
-		time.AfterFunc(cfg.ShutdownTimeout, func() { forced.Store(true); cancelWork() })
-	})
-	defer stopTimer()
-
+// Run listens, then claims and delivers until ctx ends; then it finishes
+// the requests in flight, for at most the shutdown timeout. Nothing is
+// claimed before LISTEN is verified.
+func (w *worker) Run(ctx context.Context) error {
+	work, forced, stop := w.drainContext(ctx)
+	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return lst.Run(gctx) })
+	g.Go(func() error { return w.lst.Run(gctx) })
 	// Never run deaf: nothing is claimed before LISTEN is verified.
 	select {
-	case <-lst.Ready():
+	case <-w.lst.Ready():
 	case <-gctx.Done():
 		return listenRefusal(g.Wait())
 	}
-	g.Go(func() error { return d.Run(gctx, work) })
-	g.Go(func() error { return hsh.Run(gctx) })
-	g.Go(func() error { return eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, cfg.DisableAfter) })
-	if cfg.Retention > 0 {
-		ret, err := retention.New(retention.Config{Pool: pool, Retention: cfg.Retention, Logger: log, Registerer: reg})
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return ret.Run(gctx) })
+	g.Go(func() error { return w.d.Run(gctx, work) })
+	g.Go(func() error { return w.hsh.Run(gctx) })
+	g.Go(func() error { return w.eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, w.cfg.DisableAfter) })
+	if w.ret != nil {
+		g.Go(func() error { return w.ret.Run(gctx) })
 	}
-	if cfg.MetricsAddr != "" {
-		srv, err := newHealthServer(cfg.MetricsAddr, reg, func(ctx context.Context) error {
-			if !lst.Connected() {
-				return errors.New("listener not connected")
-			}
-			return pool.Ping(ctx)
-		})
-		if err != nil {
-			return fmt.Errorf("WEBHOOK_METRICS_ADDR: %w", err)
-		}
-		g.Go(func() error { return srv.Run(gctx) })
-		log.Info("worker: serving /metrics, /healthz, /readyz", "addr", srv.Addr())
+	if err := w.serve(gctx, g); err != nil {
+		return err
 	}
-	log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
-		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
-		"lease", lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
-		"gates", gatesSummary(cfg), "database_path", path.String())
-	err = g.Wait()
+	w.logStarted()
+	err := g.Wait()
 	if forced.Load() {
 		return errShutdownTimeout
 	}
 	return listenRefusal(err)
+}
+
+// drainContext is the context of the deliveries: it outlives ctx by the
+// shutdown timeout, so that requests in flight at SIGTERM finish and are
+// recorded; forced is set when the timeout cut them short. stop releases it.
+func (w *worker) drainContext(ctx context.Context) (work context.Context, forced *atomic.Bool, stop func()) {
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	forced = new(atomic.Bool)
+	stopTimer := context.AfterFunc(ctx, func() {
+		w.log.Info("worker: stopping; finishing the requests in flight", "shutdown_timeout", w.cfg.ShutdownTimeout.String())
+		time.AfterFunc(w.cfg.ShutdownTimeout, func() { forced.Store(true); cancelWork() })
+	})
+	return work, forced, func() { stopTimer(); cancelWork() }
+}
+
+// serve starts /metrics, /healthz and /readyz on WEBHOOK_METRICS_ADDR
+// (none when it is off).
+func (w *worker) serve(ctx context.Context, g *errgroup.Group) error {
+	if w.cfg.MetricsAddr == "" {
+		return nil
+	}
+	srv, err := newHealthServer(w.cfg.MetricsAddr, w.reg, w.ready)
+	if err != nil {
+		return fmt.Errorf("WEBHOOK_METRICS_ADDR: %w", err)
+	}
+	g.Go(func() error { return srv.Run(ctx) })
+	w.log.Info("worker: serving /metrics, /healthz, /readyz", "addr", srv.Addr())
+	return nil
+}
+
+// ready is /readyz: LISTEN active and the database answering.
+func (w *worker) ready(ctx context.Context) error {
+	if !w.lst.Connected() {
+		return errors.New("listener not connected")
+	}
+	return w.pool.Ping(ctx)
+}
+
+func (w *worker) logStarted() {
+	cfg := w.cfg
+	w.log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
+		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
+		"lease", w.lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
+		"gates", gatesSummary(cfg), "database_path", w.path.String())
 }
 
 // ownConnect opens a connection outside the pool (the listener's, the
@@ -232,57 +173,6 @@ func ownConnect(base *pgx.ConnConfig, applicationName string) func(context.Conte
 		cc.RuntimeParams["application_name"] = applicationName
 		return pgx.ConnectConfig(ctx, cc)
 	}
-}
-
-func gatesSummary(cfg config) string {
-	if cfg.RedisURL == "" {
-		return "off (REDIS_URL unset)"
-	}
-	if cfg.BreakerThreshold == 0 {
-		return fmt.Sprintf("rate limit %d retries/s; circuit breaker off", cfg.RetryRPS)
-	}
-	return fmt.Sprintf("rate limit %d retries/s; circuit breaker after %d failures for %s",
-		cfg.RetryRPS, cfg.BreakerThreshold, cfg.BreakerReset)
-}
-
-// newGates builds the Redis gates; without REDIS_URL they allow everything.
-func newGates(cfg config, reg prometheus.Registerer, log *slog.Logger) (*gates.Gates, func(), error) {
-	gc := gates.Config{
-		RetryRPS: cfg.RetryRPS, BreakerThreshold: cfg.BreakerThreshold, BreakerReset: cfg.BreakerReset,
-		ProbeTTL: 2*cfg.Timeout + 5*time.Second, CallTimeout: cfg.GateTimeout, Registerer: reg, Logger: log,
-	}
-	closeFn := func() {}
-	if cfg.RedisURL != "" {
-		opt, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return nil, nil, errors.New("REDIS_URL is not a valid redis URL")
-		}
-		boundRedisCalls(opt, cfg.GateTimeout)
-		client := redis.NewClient(opt)
-		gc.Client = client
-		closeFn = func() { _ = client.Close() }
-	}
-	g, err := gates.New(gc)
-	if err != nil {
-		closeFn()
-		return nil, nil, err
-	}
-	return g, closeFn, nil
-}
-
-// boundRedisCalls makes every Redis call give up within timeout, whatever
-// state the server is in: go-redis ignores a context deadline on the socket
-// unless ContextTimeoutEnabled is set, so a paused (not down) Redis would
-// otherwise hold each call for its 3 s read timeout, retried 3 times. A
-// failed call fails open, so retrying it buys nothing. A dial is bounded by
-// the call's context too.
-func boundRedisCalls(opt *redis.Options, timeout time.Duration) {
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1
-	opt.DialerRetries = 1 // a refused dial fails the call at once
-	opt.ReadTimeout = timeout
-	opt.WriteTimeout = timeout
-	opt.PoolTimeout = timeout
 }
 
 // logPreviousSecret says whether WEBHOOK_SECRET_PREVIOUS still signs, and

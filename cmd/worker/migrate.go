@@ -21,12 +21,12 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if code, ok := parseFlags(commandFlags("worker migrate", migrateUsage, stderr), args); !ok {
 		return code
 	}
-	cfg, err := loadDatabaseConfig(getenv)
+	cfg, err := loadOpsConfig(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker migrate: configuration:\n%v\n", err)
 		return exitUsage
 	}
-	pool, err := openPool(ctx, cfg, 2)
+	pool, err := openPool(ctx, cfg.DatabaseURL, 2)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker migrate: %v\n", err)
 		return exitFailure
@@ -51,8 +51,8 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 // transaction mode alike: no named prepared statement, no startup
 // parameter but application_name, no session state. Errors never contain
 // the connection string.
-func openPool(ctx context.Context, cfg config, size int32) (*pgxpool.Pool, error) {
-	pc, err := parsePool(cfg, size, pooledPath)
+func openPool(ctx context.Context, databaseURL string, size int32) (*pgxpool.Pool, error) {
+	pc, err := parsePool(config{DatabaseURL: databaseURL}, size, pooledPath)
 	if err != nil {
 		return nil, err
 	}

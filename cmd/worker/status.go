@@ -12,10 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/fluxora/webhook-worker/gates"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
 
@@ -84,13 +81,13 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	pool, code := opsPool(ctx, getenv, stderr, "status")
+	cfg, pool, code := opsConnect(ctx, getenv, stderr, "status")
 	if pool == nil {
 		return code
 	}
 	defer pool.Close()
 	if *only != "" {
-		return endpointOnly(ctx, pool, getenv, *only, *asJSON, stdout, stderr)
+		return endpointOnly(ctx, pool, cfg, *only, *asJSON, stdout, stderr)
 	}
 	var s outboxStatus
 	err := pool.QueryRow(ctx, statusSQL).Scan(&s.PendingDue, &s.ScheduledRetries, &s.InFlight, &s.OldestPendingSecs,
@@ -99,8 +96,8 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stderr, "worker status: %v\n", err)
 		return exitFailure
 	}
-	s.Circuit = circuit(ctx, getenv)
-	if s.Endpoints, err = endpointsStatus(ctx, pool, getenv, ""); err != nil {
+	s.Circuit = circuit(ctx, cfg)
+	if s.Endpoints, err = endpointsStatus(ctx, pool, cfg, ""); err != nil {
 		fmt.Fprintf(stderr, "worker status: endpoints: %v\n", err)
 		return exitFailure
 	}
@@ -134,8 +131,8 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 // endpointOnly is `worker status --endpoint NAME`.
-func endpointOnly(ctx context.Context, pool *pgxpool.Pool, getenv func(string) string, name string, asJSON bool, stdout, stderr io.Writer) int {
-	eps, err := endpointsStatus(ctx, pool, getenv, name)
+func endpointOnly(ctx context.Context, pool *pgxpool.Pool, cfg opsConfig, name string, asJSON bool, stdout, stderr io.Writer) int {
+	eps, err := endpointsStatus(ctx, pool, cfg, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker status: %v\n", err)
 		return exitFailure
@@ -153,30 +150,22 @@ func endpointOnly(ctx context.Context, pool *pgxpool.Pool, getenv func(string) s
 }
 
 // circuit reads the breaker state of WEBHOOK_URL when Redis is configured.
-func circuit(ctx context.Context, getenv func(string) string) *circuitStatus {
-	ru, wu := getenv("REDIS_URL"), getenv("WEBHOOK_URL")
-	if ru == "" || wu == "" {
+func circuit(ctx context.Context, cfg opsConfig) *circuitStatus {
+	if cfg.RedisURL == "" || cfg.WebhookURL == "" {
 		return nil
 	}
-	u, err := url.Parse(wu)
+	u, err := url.Parse(cfg.WebhookURL)
 	if err != nil {
 		return nil
 	}
 	cs := &circuitStatus{Consumer: u.Scheme + "://" + u.Host + u.Path}
-	opt, err := redis.ParseURL(ru)
-	if err != nil {
-		cs.Error = "REDIS_URL is not a valid redis URL"
-		return cs
-	}
-	client := redis.NewClient(opt)
-	defer client.Close()
-	g, err := gates.New(gates.Config{Client: client, Registerer: prometheus.NewRegistry(), CallTimeout: 2 * time.Second,
-		BreakerReset: operatorBreakerReset})
+	g, closeGates, err := opsGates(cfg)
 	if err != nil {
 		cs.Error = err.Error()
 		return cs
 	}
-	st, err := g.State(ctx, wu)
+	defer closeGates()
+	st, err := g.State(ctx, cfg.WebhookURL)
 	if err != nil {
 		cs.Error = "redis unreachable"
 		return cs
@@ -204,23 +193,29 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 // opsPool connects for an operator command and checks the schema; on
 // failure it returns nil and the exit code.
 func opsPool(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*pgxpool.Pool, int) {
-	cfg, err := loadDatabaseConfig(getenv)
+	_, pool, code := opsConnect(ctx, getenv, stderr, name)
+	return pool, code
+}
+
+// opsConnect is opsPool with the configuration it read.
+func opsConnect(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (opsConfig, *pgxpool.Pool, int) {
+	cfg, err := loadOpsConfig(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker %s: configuration:\n%v\n", name, err)
-		return nil, exitUsage
+		return cfg, nil, exitUsage
 	}
-	pool, err := openPool(ctx, cfg, 2)
+	pool, err := openPool(ctx, cfg.DatabaseURL, 2)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker %s: %v\n", name, err)
-		return nil, exitFailure
+		return cfg, nil, exitFailure
 	}
 	if err := schema.Check(ctx, pool); err != nil {
 		pool.Close()
 		fmt.Fprintf(stderr, "worker %s: %v\n", name, err)
 		if errors.Is(err, schema.ErrNotMigrated) {
-			return nil, exitSchema
+			return cfg, nil, exitSchema
 		}
-		return nil, exitFailure
+		return cfg, nil, exitFailure
 	}
-	return pool, exitOK
+	return cfg, pool, exitOK
 }

@@ -9,11 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fluxora/webhook-worker/dispatcher"
-	"github.com/fluxora/webhook-worker/gates"
 )
 
 // endpointStatus is one endpoint's line of `worker status`.
@@ -64,8 +61,8 @@ ORDER BY e.id IS NOT NULL, e.name`
 
 // endpointsStatus reads the endpoints' status; only, when not empty, names
 // the one endpoint wanted.
-func endpointsStatus(ctx context.Context, pool *pgxpool.Pool, getenv func(string) string, only string) ([]endpointStatus, error) {
-	rows, err := pool.Query(ctx, endpointsStatusSQL, dispatcher.DefaultEndpointName, getenv("WEBHOOK_URL") != "", only)
+func endpointsStatus(ctx context.Context, pool *pgxpool.Pool, cfg opsConfig, only string) ([]endpointStatus, error) {
+	rows, err := pool.Query(ctx, endpointsStatusSQL, dispatcher.DefaultEndpointName, cfg.WebhookURL != "", only)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +71,7 @@ func endpointsStatus(ctx context.Context, pool *pgxpool.Pool, getenv func(string
 	_, err = pgx.ForEachRow(rows, []any{&e.Name, &e.url, &e.Enabled, &e.DisabledReason, &e.Pending, &e.Scheduled, &e.InFlight,
 		&e.DeadLetters, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt}, func() error {
 		if e.Name == dispatcher.DefaultEndpointName && e.url == "" {
-			e.url = getenv("WEBHOOK_URL")
+			e.url = cfg.WebhookURL
 		}
 		out = append(out, e)
 		e = endpointStatus{}
@@ -83,27 +80,20 @@ func endpointsStatus(ctx context.Context, pool *pgxpool.Pool, getenv func(string
 	if err != nil {
 		return nil, err
 	}
-	circuits(ctx, getenv, out)
+	circuits(ctx, cfg, out)
 	return out, nil
 }
 
 // circuits fills in each endpoint's breaker state when REDIS_URL is set.
-func circuits(ctx context.Context, getenv func(string) string, eps []endpointStatus) {
-	ru := getenv("REDIS_URL")
-	if ru == "" || len(eps) == 0 {
+func circuits(ctx context.Context, cfg opsConfig, eps []endpointStatus) {
+	if cfg.RedisURL == "" || len(eps) == 0 {
 		return
 	}
-	opt, err := redis.ParseURL(ru)
+	g, closeGates, err := opsGates(cfg)
 	if err != nil {
 		return
 	}
-	client := redis.NewClient(opt)
-	defer client.Close()
-	g, err := gates.New(gates.Config{Client: client, Registerer: prometheus.NewRegistry(), CallTimeout: 2 * time.Second,
-		BreakerReset: operatorBreakerReset})
-	if err != nil {
-		return
-	}
+	defer closeGates()
 	for i := range eps {
 		if eps[i].url == "" {
 			continue

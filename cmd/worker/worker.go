@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fluxora/webhook-worker/claimer"
+	"github.com/fluxora/webhook-worker/dispatcher"
+	"github.com/fluxora/webhook-worker/egress"
+	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/gates"
+	"github.com/fluxora/webhook-worker/listener"
+	"github.com/fluxora/webhook-worker/retention"
+	"github.com/fluxora/webhook-worker/sender"
+	schema "github.com/fluxora/webhook-worker/sql"
+)
+
+// worker is the dispatcher and the parts that run beside it (listener,
+// hush, endpoint janitor, retention, health server), wired from a config:
+// newWorker builds it, Run runs it, Close releases it.
+type worker struct {
+	cfg   config
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	lease time.Duration
+
+	pool *pgxpool.Pool
+	path poolPath
+	lst  *listener.Listener
+	hsh  *listener.Hush
+	eps  *endpoints.Store
+	d    *dispatcher.Dispatcher
+	ret  *retention.Deleter // nil: WEBHOOK_RETENTION=0 keeps processed rows
+
+	closers []func() // run by Close, last first
+}
+
+// newWorker connects to PostgreSQL (the pool, then one listen connection
+// to check WEBHOOK_LISTEN_DATABASE_URL), checks the schema and builds
+// every part; nothing runs until Run. On error, what was opened is closed.
+func newWorker(ctx context.Context, cfg config, log *slog.Logger) (*worker, error) {
+	w := &worker{cfg: cfg, log: log, reg: prometheus.NewRegistry(), lease: leaseFor(cfg)}
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := w.build(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Close closes the gates' Redis client, the senders' idle connections and
+// the pool.
+func (w *worker) Close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+	w.closers = nil
+}
+
+func (w *worker) build(ctx context.Context) error {
+	listenCC, err := w.openDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	w.lst, err = listener.New(listener.Config{
+		Connect: ownConnect(listenCC, "fluxora-webhook-listener"), Probe: notifyProbe(w.pool), Logger: w.log, Registerer: w.reg,
+	})
+	if err != nil {
+		return err
+	}
+	snd, err := w.senders()
+	if err != nil {
+		return err
+	}
+	gt, closeGates, err := newGates(w.cfg, w.reg, w.log)
+	if err != nil {
+		return err
+	}
+	w.closers = append(w.closers, closeGates)
+	if w.hsh, err = listener.NewHush(listener.HushConfig{Connect: ownConnect(listenCC, "fluxora-webhook-hush"), Registerer: w.reg}); err != nil {
+		return err
+	}
+	if w.eps, err = endpoints.New(endpoints.Config{Pool: w.pool, Registerer: w.reg, Logger: w.log}); err != nil {
+		return err
+	}
+	if err := w.newDispatcher(snd, gt); err != nil {
+		return err
+	}
+	if w.cfg.Retention > 0 {
+		w.ret, err = retention.New(retention.Config{Pool: w.pool, Retention: w.cfg.Retention, Logger: w.log, Registerer: w.reg})
+	}
+	return err
+}
+
+// openDatabase opens the pool, checks the schema, and returns the base of
+// the listener's and the hush's own connections.
+//
+// On the direct path (pooled.go; the pooled path has neither):
+//
+// synchronous_commit=off on the worker's own writes: they no longer queue
+// for WAL flushes behind (and ahead of) the producers'. A database crash can
+// lose only the last few hundred milliseconds of them; each lost write is
+// atomic (claim, or mark + retry + dead letter), so its rows are pending
+// again (at once, or when their lease expires) and are redelivered, never
+// lost.
+//
+// plan_cache_mode=force_generic_plan: the claim and the outcome write are
+// prepared once per connection and planned once. Left to choose, PostgreSQL
+// keeps re-planning them (their custom plans look cheaper for the values at
+// hand), which costs more than running them; their generic plans stay on
+// the indexes (TestClaimAndRecordUseIndexes).
+func (w *worker) openDatabase(ctx context.Context) (*pgx.ConnConfig, error) {
+	pool, path, err := openWorkerPool(ctx, w.cfg, w.log)
+	if err != nil {
+		return nil, err
+	}
+	w.pool, w.path = pool, path
+	w.closers = append(w.closers, pool.Close)
+	if err := schema.Check(ctx, pool); err != nil {
+		return nil, err
+	}
+	return listenBase(ctx, w.cfg)
+}
+
+// senders builds the WEBHOOK_URL endpoint's sender (if any) and the cache
+// of the table endpoints' senders, all behind the egress guard.
+func (w *worker) senders() (*httpSenders, error) {
+	cfg := w.cfg
+	guard := egress.New(egress.Config{Allow: cfg.EgressAllow, DenyLoopback: !cfg.EgressAllowLoopback, Registerer: w.reg})
+	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
+	if cfg.WebhookURL != "" {
+		var err error
+		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout,
+			MaxConns: cfg.Concurrency, MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
+			PreviousSecret: cfg.SecretPrevious, PreviousUntil: cfg.SecretPreviousUntil})
+		if err != nil {
+			return nil, err
+		}
+		logPreviousSecret(w.log, cfg, time.Now())
+	}
+	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: min(cfg.EndpointConcurrency, cfg.Concurrency),
+		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders})
+	w.closers = append(w.closers, snd.Close)
+	return snd, nil
+}
+
+// newDispatcher wires the claimer, the senders, the gates (none without
+// REDIS_URL: no call at all), the hush and the endpoints into the
+// dispatcher.
+func (w *worker) newDispatcher(snd *httpSenders, gt *gates.Gates) error {
+	cfg := w.cfg
+	clm, err := claimer.New(claimer.Config{Pool: w.pool, BatchSize: cfg.BatchSize, Lease: w.lease, EnvEndpoint: cfg.WebhookURL != ""})
+	if err != nil {
+		return err
+	}
+	var gate dispatcher.Gate
+	if cfg.RedisURL != "" {
+		gate = endpointGate{gt, cfg.WebhookURL}
+	}
+	w.d, err = dispatcher.New(dispatcher.Config{
+		Store: store{clm}, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Wake: w.lst.Wake(),
+		EnvEndpoint: cfg.WebhookURL != "", Registerer: w.reg, Logger: w.log,
+		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency, MaxAttempts: cfg.MaxAttempts,
+		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, DeferMax: gt.MaxDefer(),
+		Rand: rand.Float64, Now: time.Now,
+	})
+	return err
+}
