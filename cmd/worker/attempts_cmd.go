@@ -12,8 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/fluxora/webhook-worker/outbox"
 )
 
 const attemptsUsage = `usage:
@@ -34,52 +33,12 @@ Exit codes: 0 ok, 1 failure (database, nothing known of the id), 2 usage,
 // uuidRE is a delivery id as PostgreSQL prints a uuid.
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-// attempt is one row of webhook_attempts as the command prints it.
-type attempt struct {
-	Attempt    int       `json:"attempt"`
-	StartedAt  time.Time `json:"started_at"`
-	DurationMS float64   `json:"duration_ms"`
-	Endpoint   string    `json:"endpoint"`
-	Status     *int      `json:"status"`
-	ErrorClass *string   `json:"error_class"`
-	Error      *string   `json:"error"`
-}
-
 // attemptsJSON is what attempts --json prints.
 type attemptsJSON struct {
-	DeliveryID string        `json:"delivery_id"`
-	Attempts   []attempt     `json:"attempts"`
-	State      deliveryState `json:"state"`
+	DeliveryID string               `json:"delivery_id"`
+	Attempts   []outbox.Attempt     `json:"attempts"`
+	State      outbox.DeliveryState `json:"state"`
 }
-
-// deliveryState is where a delivery is now.
-type deliveryState struct {
-	// State is pending, in_flight, delivered, dead_letter, fanned_out (an
-	// event's own row, whose deliveries have ids of their own) or unknown.
-	State       string     `json:"state"`
-	NextAttempt int        `json:"next_attempt,omitempty"`
-	DueAt       *time.Time `json:"due_at,omitempty"`
-	Reason      string     `json:"reason,omitempty"` // the dead letter's last error
-	FanOut      int        `json:"fanout,omitempty"` // fanned_out: how many deliveries
-}
-
-// attemptsSQL reads one delivery's history; the endpoint is named as in
-// `worker dlq list`.
-const attemptsSQL = `SELECT d.attempt, webhook_time_clamp(d.started_at), d.duration_ms, ` + endpointNameSQL + `, d.status, d.error_class, d.error
-FROM webhook_attempts d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-WHERE d.delivery_id = $1::uuid ORDER BY d.started_at, d.id`
-
-// stateSQL finds the delivery's row: a pending one first, then a dead
-// letter, then a processed one.
-const stateSQL = `SELECT state, attempt, due, reason, fanout FROM (
-  SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END AS state, attempt, webhook_time_clamp(created_at) AS due,
-    NULL::text AS reason, 0 AS fanout, 1 AS rank
-  FROM webhook_outbox WHERE delivery_id = $1::uuid AND NOT processed
-  UNION ALL
-  SELECT 'dead_letter', attempts, NULL, last_error, 0, 2 FROM webhook_dead_letter WHERE delivery_id = $1::uuid
-  UNION ALL
-  SELECT 'processed', attempt, NULL, NULL, coalesce(fanout, 0), 3 FROM webhook_outbox WHERE delivery_id = $1::uuid AND processed
-) s ORDER BY rank LIMIT 1`
 
 func runAttempts(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := commandFlags("worker attempts", attemptsUsage, stderr)
@@ -100,23 +59,23 @@ func runAttempts(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stderr, "worker attempts: %q is not a delivery id (a uuid such as 0b9c3f9e-5d1a-4c1e-9a53-2f7d6f0e8b11)\n", pos[0])
 		return exitUsage
 	}
-	pool, code := opsPool(ctx, getenv, stderr, "attempts")
-	if pool == nil {
+	store, closeStore, code := opsStore(ctx, getenv, stderr, "attempts")
+	if store == nil {
 		return code
 	}
-	defer pool.Close()
-	list, st, err := readAttempts(ctx, pool, id)
+	defer closeStore()
+	list, st, err := store.Attempts(ctx, id)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker attempts: %v\n", err)
 		return exitFailure
 	}
-	if len(list) == 0 && st.State == "unknown" {
+	if len(list) == 0 && st.State == outbox.StateUnknown {
 		fmt.Fprintf(stderr, "worker attempts: nothing is known of delivery %s (never enqueued, or pruned by retention)\n", id)
 		return exitFailure
 	}
 	if *asJSON {
 		if list == nil {
-			list = []attempt{}
+			list = []outbox.Attempt{}
 		}
 		if err := json.NewEncoder(stdout).Encode(attemptsJSON{id, list, st}); err != nil {
 			fmt.Fprintf(stderr, "worker attempts: %v\n", err)
@@ -128,47 +87,7 @@ func runAttempts(ctx context.Context, args []string, getenv func(string) string,
 	return exitOK
 }
 
-func readAttempts(ctx context.Context, pool *pgxpool.Pool, id string) ([]attempt, deliveryState, error) {
-	rows, err := pool.Query(ctx, attemptsSQL, id)
-	if err != nil {
-		return nil, deliveryState{}, err
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[attempt])
-	if err != nil {
-		return nil, deliveryState{}, err
-	}
-	st := deliveryState{State: "unknown"}
-	var n, fanout int
-	var due *time.Time
-	var reason *string
-	err = pool.QueryRow(ctx, stateSQL, id).Scan(&st.State, &n, &due, &reason, &fanout)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return list, st, nil
-	case err != nil:
-		return nil, deliveryState{}, err
-	}
-	switch st.State {
-	case "pending", "in_flight":
-		st.NextAttempt, st.DueAt = n, due
-	case "dead_letter":
-		if reason != nil {
-			st.Reason = *reason
-		}
-	case "processed":
-		// Delivered when its last attempt was; else the row is an event
-		// that was fanned out (its deliveries have ids of their own).
-		st.State = "unknown"
-		if len(list) > 0 && list[len(list)-1].ErrorClass == nil {
-			st.State = "delivered"
-		} else if len(list) == 0 && fanout > 0 {
-			st.State, st.FanOut = "fanned_out", fanout
-		}
-	}
-	return list, st, nil
-}
-
-func printAttempts(out io.Writer, id string, list []attempt, st deliveryState) {
+func printAttempts(out io.Writer, id string, list []outbox.Attempt, st outbox.DeliveryState) {
 	noun := "attempts"
 	if len(list) == 1 {
 		noun = "attempt"
@@ -194,15 +113,15 @@ func printAttempts(out io.Writer, id string, list []attempt, st deliveryState) {
 		_ = w.Flush()
 	}
 	switch st.State {
-	case "pending":
+	case outbox.StatePending:
 		fmt.Fprintf(out, "now: pending, attempt %d due %s\n", st.NextAttempt, st.DueAt.UTC().Format(time.RFC3339))
-	case "in_flight":
+	case outbox.StateInFlight:
 		fmt.Fprintf(out, "now: attempt %d in flight\n", st.NextAttempt)
-	case "delivered":
+	case outbox.StateDelivered:
 		fmt.Fprintln(out, "now: delivered")
-	case "dead_letter":
+	case outbox.StateDeadLetter:
 		fmt.Fprintf(out, "now: dead-lettered (%s); worker dlq replay %s sends it again\n", st.Reason, id)
-	case "fanned_out":
+	case outbox.StateFannedOut:
 		fmt.Fprintf(out, "now: an event fanned out to %d endpoint deliveries, each with a delivery id of its own (worker dlq list, the consumer's x-fluxora-delivery-id)\n", st.FanOut)
 	default:
 		fmt.Fprintln(out, "now: no row left (pruned by retention)")

@@ -10,11 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/outbox"
 )
 
 // dlqCommands are the commands of worker dlq, in the order of the help;
@@ -83,16 +81,6 @@ func commandFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-type deadLetter struct {
-	DeliveryID string    `json:"delivery_id"`
-	Endpoint   string    `json:"endpoint"`
-	Event      string    `json:"event_type"`
-	Attempts   int       `json:"attempts"`
-	LastStatus *int      `json:"last_status"`
-	LastError  string    `json:"last_error"`
-	DiedAt     time.Time `json:"died_at"`
-}
-
 func dlqList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := dlqFlags("list", stderr)
 	limit := rangeFlag(fs, "limit", 50, 1, dlqLimitMax, "most entries, newest first")
@@ -102,28 +90,14 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	pool, code := opsPool(ctx, getenv, stderr, "dlq list")
-	if pool == nil {
+	store, closeStore, code := opsStore(ctx, getenv, stderr, "dlq list")
+	if store == nil {
 		return code
 	}
-	defer pool.Close()
-	ep, err := resolveEndpoint(ctx, pool, *endpoint)
+	defer closeStore()
+	list, err := store.DeadLetters(ctx, outbox.DeadLetterQuery{Limit: *limit, EventType: *event, Endpoint: *endpoint})
 	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq list: %v\n", err)
-		return exitFailure
-	}
-	rows, err := pool.Query(ctx, `SELECT d.delivery_id::text, `+endpointNameSQL+`, d.event_type, d.attempts, d.last_status, d.last_error, webhook_time_clamp(d.died_at)
-		FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-		WHERE ($1 = '' OR d.event_type = $1) AND `+endpointFilterSQL("$3", "$4")+`
-		ORDER BY d.died_at DESC, d.id DESC LIMIT $2`, *event, *limit, ep.given, ep.id)
-	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq list: %v\n", err)
-		return exitFailure
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[deadLetter])
-	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq list: %v\n", err)
-		return exitFailure
+		return dlqFailed(stderr, "dlq list", err)
 	}
 	if *asJSON {
 		return printJSON(stdout, stderr, "dlq list", list)
@@ -141,86 +115,23 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 	return exitOK
 }
 
-// endpointNameSQL is the endpoint of dead letter d, with e its LEFT JOIN on
-// webhook_endpoints: "default" for the WEBHOOK_URL endpoint, "(removed)"
-// when the endpoint no longer exists.
-const endpointNameSQL = `CASE WHEN d.endpoint_id IS NULL THEN '` + endpoints.DefaultName + `' ELSE coalesce(e.name, '(removed)') END`
-
-// endpointFilterSQL keeps the dead letters d of the endpoint given by the
-// parameters given (boolean: --endpoint was given) and id (uuid, NULL for
-// the WEBHOOK_URL endpoint).
-func endpointFilterSQL(given, id string) string {
-	return "(NOT " + given + "::boolean OR d.endpoint_id IS NOT DISTINCT FROM " + id + "::uuid)"
+// dlqFailed prints the error of a dlq command and returns its exit code;
+// an unknown --endpoint is named as the flag.
+func dlqFailed(stderr io.Writer, cmd string, err error) int {
+	if errors.Is(err, outbox.ErrEndpointNotFound) {
+		fmt.Fprintf(stderr, "worker %s: --endpoint: %v\n", cmd, err)
+	} else {
+		fmt.Fprintf(stderr, "worker %s: %v\n", cmd, err)
+	}
+	return exitFailure
 }
 
-// endpointArg is --endpoint resolved: given false when it was not.
-type endpointArg struct {
-	given bool
-	id    *string // nil: the WEBHOOK_URL endpoint
-}
-
-// resolveEndpoint looks the --endpoint name up; "default" is the WEBHOOK_URL
-// endpoint (endpoint_id NULL). An unknown name is an error naming it.
-func resolveEndpoint(ctx context.Context, pool *pgxpool.Pool, name string) (endpointArg, error) {
-	if name == "" {
-		return endpointArg{}, nil
+// blockedText says why a replay cannot send the dead letters of b.
+func blockedText(b outbox.Blocked) string {
+	if b.Name == "" {
+		return fmt.Sprintf("%d dead letters of a removed endpoint (id %s): it no longer exists, they cannot be replayed", b.Count, b.EndpointID)
 	}
-	if name == endpoints.DefaultName {
-		return endpointArg{given: true}, nil
-	}
-	var id string
-	err := pool.QueryRow(ctx, "SELECT id::text FROM webhook_endpoints WHERE name = $1", name).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return endpointArg{}, fmt.Errorf("--endpoint: no endpoint named %q", name)
-	} else if err != nil {
-		return endpointArg{}, err
-	}
-	return endpointArg{given: true, id: &id}, nil
-}
-
-// replayFilterSQL selects the dead letters a replay is about: ids ($1, NULL
-// for all), event type ($2), died since ($3), endpoint ($4, $5).
-var replayFilterSQL = `($1::uuid[] IS NULL OR d.delivery_id = ANY($1))
-    AND ($2 = '' OR d.event_type = $2)
-    AND ($3::timestamptz IS NULL OR d.died_at >= $3)
-    AND ` + endpointFilterSQL("$4", "$5")
-
-// replaySQL moves dead letters back to the outbox in one statement: a
-// replay can never lose or duplicate an entry. Each goes back to its own
-// endpoint: a targeted row for an endpoint of the table; for the WEBHOOK_URL
-// endpoint, an event row with fanout 1 ("already fanned out"), which only
-// that endpoint receives (fanout NULL would fan the event out to every
-// endpoint again), unless it died before its fan-out (fan_out, migration
-// 009): it is then fanned out again, as a new event. Dead letters of a
-// disabled or removed endpoint stay.
-var replaySQL = `WITH moved AS (
-  DELETE FROM webhook_dead_letter d
-  WHERE ` + replayFilterSQL + `
-    AND (d.endpoint_id IS NULL OR EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
-  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id, d.headers, d.fan_out)
-INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout, headers)
-SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL AND NOT fan_out THEN 1 END, headers FROM moved`
-
-// blockedSQL counts the dead letters of the same selection that replaySQL
-// leaves, by endpoint; the name is empty when the endpoint was removed.
-var blockedSQL = `SELECT d.endpoint_id::text, coalesce(e.name, ''), count(*)
-FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-WHERE ` + replayFilterSQL + `
-  AND d.endpoint_id IS NOT NULL AND (e.id IS NULL OR NOT e.enabled)
-GROUP BY 1, 2 ORDER BY 2, 1`
-
-// blocked is the dead letters of one endpoint a replay cannot send.
-type blocked struct {
-	id    string
-	name  string // "": removed
-	count int64
-}
-
-func (b blocked) String() string {
-	if b.name == "" {
-		return fmt.Sprintf("%d dead letters of a removed endpoint (id %s): it no longer exists, they cannot be replayed", b.count, b.id)
-	}
-	return fmt.Sprintf("%d dead letters of endpoint %s: endpoint %s is disabled: run `worker endpoints enable %s` first", b.count, b.name, b.name, b.name)
+	return fmt.Sprintf("%d dead letters of endpoint %s: endpoint %s is disabled: run `worker endpoints enable %s` first", b.Count, b.Name, b.Name, b.Name)
 }
 
 func dlqReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -252,73 +163,32 @@ func dlqReplay(ctx context.Context, args []string, getenv func(string) string, s
 	if since.set {
 		sinceT = &since.t
 	}
-	pool, code := opsPool(ctx, getenv, stderr, "dlq replay")
-	if pool == nil {
+	store, closeStore, code := opsStore(ctx, getenv, stderr, "dlq replay")
+	if store == nil {
 		return code
 	}
-	defer pool.Close()
-	ep, err := resolveEndpoint(ctx, pool, *endpoint)
+	defer closeStore()
+	r, err := store.Replay(ctx, outbox.ReplayFilter{IDs: uuids, EventType: *event, Since: sinceT, Endpoint: *endpoint})
 	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq replay: %v\n", err)
+		return dlqFailed(stderr, "dlq replay", err)
+	}
+	if len(r.Missing) > 0 {
+		fmt.Fprintf(stderr, "worker dlq replay: not in the dead letter table: %v (nothing replayed)\n", r.Missing)
 		return exitFailure
 	}
-	var idArg any
-	if len(uuids) > 0 {
-		idArg = uuids
-	}
-	params := []any{idArg, *event, sinceT, ep.given, ep.id}
-	var n int64
-	var skipped []blocked
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := replayable(ctx, tx, uuids); err != nil {
-			return err
+	if len(uuids) > 0 && len(r.Blocked) > 0 {
+		why := make([]string, len(r.Blocked))
+		for i, b := range r.Blocked {
+			why[i] = blockedText(b)
 		}
-		rows, err := tx.Query(ctx, blockedSQL, params...)
-		if err != nil {
-			return err
-		}
-		var b blocked
-		if _, err := pgx.ForEachRow(rows, []any{&b.id, &b.name, &b.count}, func() error { skipped = append(skipped, b); return nil }); err != nil {
-			return err
-		}
-		if len(uuids) > 0 && len(skipped) > 0 {
-			why := make([]string, len(skipped))
-			for i, b := range skipped {
-				why[i] = b.String()
-			}
-			return errors.New(strings.Join(why, "; ") + " (nothing replayed)")
-		}
-		tag, err := tx.Exec(ctx, replaySQL, params...)
-		n = tag.RowsAffected()
-		return err
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq replay: %v\n", err)
+		fmt.Fprintf(stderr, "worker dlq replay: %s (nothing replayed)\n", strings.Join(why, "; "))
 		return exitFailure
 	}
-	for _, b := range skipped {
-		fmt.Fprintf(stderr, "worker dlq replay: skipped %v\n", b)
+	for _, b := range r.Blocked {
+		fmt.Fprintf(stderr, "worker dlq replay: skipped %s\n", blockedText(b))
 	}
-	fmt.Fprintf(stdout, "replayed %d dead letters\n", n)
+	fmt.Fprintf(stdout, "replayed %d dead letters\n", r.Count)
 	return exitOK
-}
-
-// replayable checks that every delivery id given is in the dead letter
-// table.
-func replayable(ctx context.Context, tx pgx.Tx, uuids []string) error {
-	if len(uuids) == 0 {
-		return nil
-	}
-	var missing []string
-	err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(i::text), '{}') FROM unnest($1::uuid[]) i
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_dead_letter d WHERE d.delivery_id = i)`, uuids).Scan(&missing)
-	if err != nil {
-		return err
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("not in the dead letter table: %v (nothing replayed)", missing)
-	}
-	return nil
 }
 
 func dlqPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -334,31 +204,30 @@ func dlqPurge(ctx context.Context, args []string, getenv func(string) string, st
 		return exitUsage
 	}
 	t := before.t
-	pool, code := opsPool(ctx, getenv, stderr, "dlq purge")
-	if pool == nil {
+	store, closeStore, code := opsStore(ctx, getenv, stderr, "dlq purge")
+	if store == nil {
 		return code
 	}
-	defer pool.Close()
-	ep, err := resolveEndpoint(ctx, pool, *endpoint)
-	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq purge: %v\n", err)
-		return exitFailure
-	}
-	where := "FROM webhook_dead_letter d WHERE d.died_at < $1 AND " + endpointFilterSQL("$2", "$3")
+	defer closeStore()
 	if !*yes {
-		var n int64
-		if err := pool.QueryRow(ctx, "SELECT count(*) "+where, t, ep.given, ep.id).Scan(&n); err != nil {
-			fmt.Fprintf(stderr, "worker dlq purge: %v\n", err)
-			return exitFailure
+		n, err := store.CountDeadLettersBefore(ctx, t, *endpoint)
+		if err != nil {
+			return dlqFailed(stderr, "dlq purge", err)
 		}
 		fmt.Fprintf(stdout, "would delete %d dead letters that died before %s; add --yes to delete them\n", n, t.UTC().Format(time.RFC3339))
 		return exitUsage
 	}
-	tag, err := pool.Exec(ctx, "DELETE "+where, t, ep.given, ep.id)
+	n, err := store.PurgeDeadLetters(ctx, t, *endpoint)
 	if err != nil {
-		fmt.Fprintf(stderr, "worker dlq purge: %v\n", err)
-		return exitFailure
+		return dlqFailed(stderr, "dlq purge", err)
 	}
-	fmt.Fprintf(stdout, "deleted %d dead letters\n", tag.RowsAffected())
+	fmt.Fprintf(stdout, "deleted %d dead letters\n", n)
 	return exitOK
+}
+
+// opsStore is the store of an operator command (opsConnectStore without
+// the configuration).
+func opsStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (store *outbox.Store, closeStore func(), code int) {
+	_, store, closeStore, code = opsConnectStore(ctx, getenv, stderr, name)
+	return store, closeStore, code
 }

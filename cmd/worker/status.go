@@ -13,44 +13,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fluxora/webhook-worker/outbox"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
 
-// statusSQL reads the pending rows once (through the partial index of
-// pending rows) and the last hour's processed rows once (through the
-// processed_at index). Rows in flight are held under a live lease; a due row
-// whose lease expired counts as pending (any worker's next claim takes it).
-const statusSQL = `WITH pending AS (
-  SELECT count(*) FILTER (WHERE created_at <= now() AND (locked_until IS NULL OR locked_until <= now())) AS due,
-         count(*) FILTER (WHERE created_at > now()) AS scheduled,
-         count(*) FILTER (WHERE locked_until > now()) AS in_flight,
-         COALESCE(EXTRACT(EPOCH FROM now() - min(webhook_time_clamp(created_at)) FILTER (WHERE created_at <= now())), 0) AS oldest,
-         COALESCE(sum(reclaims), 0) AS reclaims
-  FROM webhook_outbox WHERE NOT processed
-), recent AS (
-  SELECT count(*) FILTER (WHERE endpoint_id IS NOT NULL OR fanout IS DISTINCT FROM 0) AS processed,
-         count(*) FILTER (WHERE endpoint_id IS NULL AND fanout = 0) AS unrouted,
-         COALESCE(sum(reclaims), 0) AS reclaims
-  FROM webhook_outbox WHERE processed AND processed_at > now() - interval '1 hour'
-)
-SELECT pending.due, pending.scheduled, pending.in_flight, pending.oldest, recent.processed, recent.unrouted,
-  pending.reclaims + recent.reclaims,
-  (SELECT count(*) FROM webhook_dead_letter),
-  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fluxora-webhook-listener')
-FROM pending, recent`
-
 // outboxStatus is what `worker status` reports.
 type outboxStatus struct {
-	PendingDue        int64          `json:"pending_due"`
-	ScheduledRetries  int64          `json:"scheduled"`
-	InFlight          int64          `json:"in_flight"`
-	OldestPendingSecs float64        `json:"oldest_pending_seconds"`
-	ProcessedLastHour int64          `json:"processed_last_hour"`
-	UnroutedLastHour  int64          `json:"unrouted_last_hour"`
-	LeasesReclaimed   int64          `json:"leases_reclaimed_last_hour"`
-	DeadLetters       int64          `json:"dead_letters"`
-	ListeningWorkers  int64          `json:"listening_workers"`
-	Circuit           *circuitStatus `json:"circuit,omitempty"`
+	outbox.QueueStatus
+	Circuit *circuitStatus `json:"circuit,omitempty"`
 	// Endpoints: each endpoint of the table, and the WEBHOOK_URL one
 	// ("default") when it is configured or has rows.
 	Endpoints []endpointStatus `json:"endpoints"`
@@ -81,23 +51,22 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	cfg, pool, code := opsConnect(ctx, getenv, stderr, "status")
-	if pool == nil {
+	cfg, store, closeStore, code := opsConnectStore(ctx, getenv, stderr, "status")
+	if store == nil {
 		return code
 	}
-	defer pool.Close()
+	defer closeStore()
 	if *only != "" {
-		return endpointOnly(ctx, pool, cfg, *only, *asJSON, stdout, stderr)
+		return endpointOnly(ctx, store, cfg, *only, *asJSON, stdout, stderr)
 	}
 	var s outboxStatus
-	err := pool.QueryRow(ctx, statusSQL).Scan(&s.PendingDue, &s.ScheduledRetries, &s.InFlight, &s.OldestPendingSecs,
-		&s.ProcessedLastHour, &s.UnroutedLastHour, &s.LeasesReclaimed, &s.DeadLetters, &s.ListeningWorkers)
-	if err != nil {
+	var err error
+	if s.QueueStatus, err = store.QueueStatus(ctx); err != nil {
 		fmt.Fprintf(stderr, "worker status: %v\n", err)
 		return exitFailure
 	}
 	s.Circuit = circuit(ctx, cfg)
-	if s.Endpoints, err = endpointsStatus(ctx, pool, cfg, ""); err != nil {
+	if s.Endpoints, err = endpointsStatus(ctx, store, cfg, ""); err != nil {
 		fmt.Fprintf(stderr, "worker status: endpoints: %v\n", err)
 		return exitFailure
 	}
@@ -131,8 +100,8 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 // endpointOnly is `worker status --endpoint NAME`.
-func endpointOnly(ctx context.Context, pool *pgxpool.Pool, cfg opsConfig, name string, asJSON bool, stdout, stderr io.Writer) int {
-	eps, err := endpointsStatus(ctx, pool, cfg, name)
+func endpointOnly(ctx context.Context, store *outbox.Store, cfg opsConfig, name string, asJSON bool, stdout, stderr io.Writer) int {
+	eps, err := endpointsStatus(ctx, store, cfg, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker status: %v\n", err)
 		return exitFailure
@@ -195,6 +164,22 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 func opsPool(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*pgxpool.Pool, int) {
 	_, pool, code := opsConnect(ctx, getenv, stderr, name)
 	return pool, code
+}
+
+// opsConnectStore is opsConnect's pool as a store; closeStore releases
+// the pool.
+func opsConnectStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (opsConfig, *outbox.Store, func(), int) {
+	cfg, pool, code := opsConnect(ctx, getenv, stderr, name)
+	if pool == nil {
+		return cfg, nil, nil, code
+	}
+	store, err := outbox.New(pool)
+	if err != nil {
+		pool.Close()
+		fmt.Fprintf(stderr, "worker %s: %v\n", name, err)
+		return cfg, nil, nil, exitFailure
+	}
+	return cfg, store, pool.Close, exitOK
 }
 
 // opsConnect is opsPool with the configuration it read.
