@@ -18,9 +18,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // DefaultName is the name of the WEBHOOK_URL endpoint of the environment,
@@ -43,12 +45,13 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Store reads and changes webhook_endpoints.
+// Store reads and changes webhook_endpoints, through the store's
+// statements (package outbox).
 type Store struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-	now  func() time.Time
-	m    *metrics
+	db  *outbox.Store
+	log *slog.Logger
+	now func() time.Time
+	m   *metrics
 }
 
 // New returns a Store, or an error naming the missing field.
@@ -56,64 +59,24 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("endpoints: Pool is required")
 	}
+	db, err := outbox.New(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Store{
-		pool: cfg.Pool,
-		log:  cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		now:  cfg.Now,
-		m:    newMetrics(cfg.Registerer),
+		db:  db,
+		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		now: cfg.Now,
+		m:   newMetrics(cfg.Registerer),
 	}, nil
 }
 
-// Endpoint is one row of webhook_endpoints, without its secret.
-type Endpoint struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	URL  string `json:"url"`
-	// EventTypes is empty for every event type.
-	EventTypes     []string `json:"event_types"`
-	Enabled        bool     `json:"enabled"`
-	DisabledReason string   `json:"disabled_reason,omitempty"`
-	// RetryRPS overrides WEBHOOK_RETRY_RPS; 0 when it does not.
-	RetryRPS  int       `json:"retry_rps,omitempty"`
-	CreatedAt time.Time `json:"created_at,omitzero"`
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
-	// FailingSince is when the current run of failed attempts began; nil
-	// when the last attempt succeeded (or none was made).
-	FailingSince *time.Time `json:"failing_since,omitempty"`
-	LastError    string     `json:"last_error,omitempty"`
-	// LastStatus is the HTTP status of the last failure; 0 for none (a
-	// network error, a timeout).
-	LastStatus  int        `json:"last_status,omitempty"`
-	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
-	DisabledAt  *time.Time `json:"disabled_at,omitempty"`
-	// PreviousSecretUntil is when the secret a rotation replaced stops
-	// signing; nil when none is in its grace period. The secrets
-	// themselves are never read.
-	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
-}
-
-// columns is what scan reads, in its order.
-const columns = `id::text, name, url, event_types, enabled, coalesce(disabled_reason, ''), coalesce(retry_rps, 0),
-  webhook_time_clamp(created_at), webhook_time_clamp(updated_at), webhook_time_clamp(failing_since), coalesce(last_error, ''),
-  coalesce(last_status, 0), webhook_time_clamp(last_error_at), webhook_time_clamp(disabled_at),
-  CASE WHEN secret_previous_until > now() THEN webhook_time_clamp(secret_previous_until) END`
-
-func (e *Endpoint) fields() []any {
-	return []any{&e.ID, &e.Name, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.RetryRPS,
-		&e.CreatedAt, &e.UpdatedAt, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.DisabledAt, &e.PreviousSecretUntil}
-}
-
-func scan(row pgx.Row) (Endpoint, error) {
-	var e Endpoint
-	err := row.Scan(e.fields()...)
-	if e.EventTypes == nil {
-		e.EventTypes = []string{}
-	}
-	return e, err
-}
+// Endpoint is one row of webhook_endpoints, without its secret
+// (webhook.Endpoint).
+type Endpoint = webhook.Endpoint
 
 // GenerateSecret returns a new signing secret: "whsec_" and the standard
 // base64 of 32 random bytes.
@@ -134,8 +97,7 @@ func (s *Store) Add(ctx context.Context, name, url string, events []string, secr
 	if err != nil {
 		return Endpoint{}, firstError(err)
 	}
-	e, err := scan(s.pool.QueryRow(ctx, `INSERT INTO webhook_endpoints (name, url, secret, event_types, retry_rps)
-		VALUES ($1, $2, $3, $4, nullif($5, 0)) RETURNING `+columns, name, url, secret, events, retryRPS))
+	e, err := s.db.AddEndpoint(ctx, outbox.EndpointFields{Name: name, URL: url, Secret: secret, EventTypes: events, RetryRPS: retryRPS})
 	if err != nil {
 		return Endpoint{}, dbError("add endpoint", name, err)
 	}
@@ -153,11 +115,7 @@ func firstError(err error) error {
 
 // List returns every endpoint, by name.
 func (s *Store) List(ctx context.Context) ([]Endpoint, error) {
-	rows, err := s.pool.Query(ctx, "SELECT "+columns+" FROM webhook_endpoints ORDER BY name")
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scan(r) })
+	list, err := s.db.Endpoints(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
@@ -166,8 +124,8 @@ func (s *Store) List(ctx context.Context) ([]Endpoint, error) {
 
 // Get returns the endpoint named name, or an error wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (Endpoint, error) {
-	e, err := scan(s.pool.QueryRow(ctx, "SELECT "+columns+" FROM webhook_endpoints WHERE name = $1", name))
-	if errors.Is(err, pgx.ErrNoRows) {
+	e, err := s.db.Endpoint(ctx, name)
+	if errors.Is(err, outbox.ErrEndpointNotFound) {
 		return Endpoint{}, notFound(name)
 	} else if err != nil {
 		return Endpoint{}, fmt.Errorf("get endpoint: %w", err)
@@ -213,14 +171,8 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	if err := errors.Join(errs...); err != nil {
 		return Endpoint{}, firstError(err)
 	}
-	e, err := scan(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints SET
-		url = coalesce($2, url), event_types = coalesce($3, event_types),
-		retry_rps = CASE WHEN $4::int IS NULL THEN retry_rps ELSE nullif($4::int, 0) END,
-		secret = coalesce($5, secret),
-		secret_previous = CASE WHEN $5::text IS NULL THEN secret_previous END,
-		secret_previous_until = CASE WHEN $5::text IS NULL THEN secret_previous_until END
-		WHERE name = $1 RETURNING `+columns, name, u.URL, events, u.RetryRPS, u.Secret))
-	if errors.Is(err, pgx.ErrNoRows) {
+	e, err := s.db.UpdateEndpoint(ctx, name, outbox.EndpointChange{URL: u.URL, EventTypes: events, RetryRPS: u.RetryRPS, Secret: u.Secret})
+	if errors.Is(err, outbox.ErrEndpointNotFound) {
 		return Endpoint{}, notFound(name)
 	} else if err != nil {
 		return Endpoint{}, dbError("update endpoint", name, err)
@@ -233,10 +185,8 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 // once: its next failure starts a new run). Its dead letters stay where they
 // are: `worker dlq replay --endpoint NAME` sends them again.
 func (s *Store) Enable(ctx context.Context, name string) (Endpoint, error) {
-	e, err := scan(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints
-		SET enabled = true, disabled_reason = NULL, disabled_at = NULL, failing_since = NULL
-		WHERE name = $1 RETURNING `+columns, name))
-	if errors.Is(err, pgx.ErrNoRows) {
+	e, err := s.db.EnableEndpoint(ctx, name)
+	if errors.Is(err, outbox.ErrEndpointNotFound) {
 		return Endpoint{}, notFound(name)
 	} else if err != nil {
 		return Endpoint{}, dbError("enable endpoint", name, err)

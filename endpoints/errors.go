@@ -78,9 +78,3 @@ func dbError(op, name string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
-
-// isCode reports whether err is a PostgreSQL error with SQLSTATE code.
-func isCode(err error, code string) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == code
-}

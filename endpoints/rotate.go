@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/fluxora/webhook-worker/outbox"
 )
 
 // GraceDefault is how long a rotated-out secret keeps signing when
@@ -15,18 +15,6 @@ const GraceDefault = 24 * time.Hour
 
 // GraceMax is the longest grace period RotateSecret accepts: 30 days.
 const GraceMax = 30 * 24 * time.Hour
-
-// rotateSQL makes $2 the secret and keeps the one it replaces until $3
-// microseconds from now by the database clock: the end is stored, so that
-// a worker's restart neither extends nor shortens it. With a grace of 0 the
-// old secret stops signing at once. A secret still in an earlier grace
-// period is dropped: only the secret just replaced stays valid.
-const rotateSQL = `UPDATE webhook_endpoints SET
-  secret = $2,
-  secret_previous = CASE WHEN $3::bigint > 0 THEN secret END,
-  secret_previous_until = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' END
-WHERE name = $1
-RETURNING ` + columns
 
 // RotateSecret makes secret the signing secret of the endpoint named name
 // and keeps its current one signing beside it (in webhook-signature) for
@@ -41,24 +29,11 @@ func (s *Store) RotateSecret(ctx context.Context, name, secret string, grace tim
 	if grace < 0 || grace > GraceMax {
 		return Endpoint{}, invalid("grace", "must be from 0 (none) to %s, got %s", GraceMax, grace)
 	}
-	var e Endpoint
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var same bool
-		if err := tx.QueryRow(ctx, `SELECT secret = $2 FROM webhook_endpoints WHERE name = $1 FOR UPDATE`, name, secret).Scan(&same); err != nil {
-			return err
-		}
-		if same {
-			return invalid("secret", "is the endpoint's current secret: give a new one")
-		}
-		var err error
-		e, err = scan(tx.QueryRow(ctx, rotateSQL, name, secret, grace.Microseconds()))
-		return err
-	})
-	var fe *FieldError
+	e, err := s.db.RotateEndpointSecret(ctx, name, secret, grace)
 	switch {
-	case errors.As(err, &fe):
-		return Endpoint{}, err
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, outbox.ErrSameSecret):
+		return Endpoint{}, invalid("secret", "is the endpoint's current secret: give a new one")
+	case errors.Is(err, outbox.ErrEndpointNotFound):
 		return Endpoint{}, notFound(name)
 	case err != nil:
 		return Endpoint{}, dbError("rotate secret", name, err)
@@ -71,10 +46,9 @@ func (s *Store) RotateSecret(ctx context.Context, name, secret string, grace tim
 // them out only before the end), so that no secret outlives its use, and
 // returns how many it erased. The janitor runs it on every pass.
 func (s *Store) ForgetExpiredSecrets(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE webhook_endpoints SET secret_previous = NULL, secret_previous_until = NULL
-		WHERE secret_previous_until <= now()`)
+	n, err := s.db.ForgetExpiredSecrets(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("forget expired secrets: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

@@ -1,6 +1,7 @@
 // Package webhook holds the worker's domain types, once: a Delivery (one
 // claimed outbox row: one delivery of an event to one endpoint), the Class
-// of an HTTP attempt, the Outcome recorded for a delivery and its Kind.
+// of an HTTP attempt, the Outcome recorded for a delivery and its Kind,
+// and an Endpoint of the catalog (webhook_endpoints).
 // Every other package speaks these types, so nothing is converted at the
 // borders; it imports only the standard library and holds no logic (the
 // idea of the root package of Ben Johnson's "standard package layout").

@@ -1,0 +1,34 @@
+package webhook
+
+import "time"
+
+// Endpoint is one row of webhook_endpoints as the catalog reads it (the
+// store scans it; the endpoints package and the operator commands show it),
+// without its secrets: the store never reads them into an Endpoint. The
+// JSON names are those of `worker endpoints list --json`.
+type Endpoint struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// EventTypes is empty for every event type.
+	EventTypes     []string `json:"event_types"`
+	Enabled        bool     `json:"enabled"`
+	DisabledReason string   `json:"disabled_reason,omitempty"`
+	// RetryRPS overrides WEBHOOK_RETRY_RPS; 0 when it does not.
+	RetryRPS  int       `json:"retry_rps,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// FailingSince is when the current run of failed attempts began; nil
+	// when the last attempt succeeded (or none was made).
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	// LastStatus is the HTTP status of the last failure; 0 for none (a
+	// network error, a timeout).
+	LastStatus  int        `json:"last_status,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	DisabledAt  *time.Time `json:"disabled_at,omitempty"`
+	// PreviousSecretUntil is when the secret a rotation replaced stops
+	// signing; nil when none is in its grace period. The secrets
+	// themselves are never read.
+	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+}
