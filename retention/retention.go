@@ -11,12 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/fluxora/webhook-worker/outbox"
 )
 
 const (
@@ -26,17 +27,6 @@ const (
 	IntervalMax = 5 * time.Minute
 	lockKey     = 0x666c75786f7262 // "fluxorb": one deleter across workers
 )
-
-const deleteSQL = `DELETE FROM webhook_outbox WHERE id IN (
-  SELECT id FROM webhook_outbox WHERE processed AND processed_at < now() - $1 * interval '1 millisecond'
-  ORDER BY processed_at LIMIT $2)`
-
-// deleteAttemptsSQL prunes webhook_attempts by the same retention, oldest
-// first: ids grow with started_at, so the primary key finds a batch
-// without an index on started_at.
-const deleteAttemptsSQL = `DELETE FROM webhook_attempts WHERE id IN (
-  SELECT id FROM webhook_attempts WHERE started_at < now() - $1 * interval '1 millisecond'
-  ORDER BY id LIMIT $2)`
 
 // Config configures a Deleter.
 type Config struct {
@@ -55,9 +45,11 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Deleter runs retention rounds.
+// Deleter runs retention rounds, through the store's statements (package
+// outbox).
 type Deleter struct {
 	cfg      Config
+	store    *outbox.Store
 	deleted  prometheus.Counter
 	attempts prometheus.Counter
 }
@@ -70,10 +62,14 @@ func New(cfg Config) (*Deleter, error) {
 	if cfg.Retention <= 0 {
 		return nil, errors.New("retention: Retention must be positive")
 	}
+	store, err := outbox.New(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Interval = cmp.Or(cfg.Interval, min(cfg.Retention/10, IntervalMax))
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	return &Deleter{cfg: cfg, deleted: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
+	return &Deleter{cfg: cfg, store: store, deleted: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
 		Name: "fluxora_webhook_retention_deleted_rows_total",
 		Help: "Processed outbox rows deleted by retention.",
 	}), attempts: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
@@ -106,13 +102,13 @@ func (d *Deleter) Run(ctx context.Context) error {
 func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err error) {
 	steps := []struct {
 		what    string
-		sql     string
+		batch   func(ctx context.Context, retention time.Duration, batch int, lockKey int64) (int64, bool, error)
 		counter prometheus.Counter
 		outbox  bool // counted in deleted
-	}{{"delete", deleteSQL, d.deleted, true}, {"delete attempts", deleteAttemptsSQL, d.attempts, false}}
+	}{{"delete", d.store.DeleteProcessedBefore, d.deleted, true}, {"delete attempts", d.store.DeleteAttemptsBefore, d.attempts, false}}
 	for _, step := range steps {
 		for {
-			n, got, err := d.batch(ctx, step.sql)
+			n, got, err := step.batch(ctx, d.cfg.Retention, d.cfg.BatchSize, lockKey)
 			if err != nil {
 				return deleted, false, fmt.Errorf("retention: %s: %w", step.what, err)
 			}
@@ -129,23 +125,4 @@ func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err
 		}
 	}
 	return deleted, false, nil
-}
-
-// batch deletes one batch in its own transaction, which first takes the
-// retention lock (pg_try_advisory_xact_lock); got is false when another
-// worker holds it.
-func (d *Deleter) batch(ctx context.Context, sql string) (n int64, got bool, err error) {
-	err = d.cfg.Pool.QueryRow(ctx, lockedSQL(sql), d.cfg.Retention.Milliseconds(), d.cfg.BatchSize, int64(lockKey)).Scan(&got, &n)
-	return n, got, err
-}
-
-// lockedSQL makes one statement of a batch: the transaction-scoped lock
-// ($3) and, only when it is taken, the DELETE. One statement, so that no
-// session of the worker ever sits idle in a transaction (which would hold
-// vacuum back), and the lock ends with it.
-func lockedSQL(deleteSQL string) string {
-	del := strings.Replace(deleteSQL, " WHERE id IN (", " WHERE (SELECT got FROM lock) AND id IN (", 1)
-	return `WITH lock AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($3) AS got),
-gone AS (` + del + ` RETURNING 1)
-SELECT (SELECT got FROM lock), (SELECT count(*) FROM gone)`
 }
