@@ -3,6 +3,9 @@
 // It adds, lists, changes, disables (dead-lettering the pending deliveries)
 // and removes endpoints, reports per-endpoint counts, and runs the janitor
 // that disables an endpoint whose every attempt has failed for too long.
+// The rules are this package's (validation, errors, metrics, logs); the
+// statements are the store's (package outbox: catalog.go, secrets.go,
+// disable.go, janitor.go).
 //
 // A secret enters only through Add and Update; nothing this package returns
 // holds one, and no error or log line quotes one, nor a URL.
