@@ -3,7 +3,8 @@
 // worker has a WEBHOOK_URL endpoint. The statements themselves, their
 // guarantees and the outcome writes are the store's.
 //
-// Claim takes up to a batch of due rows in (created_at, id) order with
+// Claim takes up to a batch of due rows, per endpoint in (created_at, id)
+// order and round robin between endpoints (outbox.ClaimSQL), with
 // FOR UPDATE SKIP LOCKED, stamps each with locked_until (the database's
 // now() plus the Lease) and a fresh lease_token, and commits at once: no
 // transaction stays open while the rows are delivered. A row whose lease has
@@ -118,11 +119,17 @@ func New(cfg Config) (*Claimer, error) {
 type Query struct {
 	// Limit is the most rows; <= 0 or over BatchSize means BatchSize.
 	Limit int
-	// Skip lists endpoints (uuid text) whose rows the claim leaves alone:
-	// those at their concurrency cap in this worker.
+	// Skip lists endpoints (uuid text) whose rows the claim leaves alone
+	// and unread: those at their limit in this worker, or parked.
 	Skip []string
-	// SkipEnv leaves the WEBHOOK_URL endpoint's deliveries alone. Events
-	// still in want of fan-out are claimed anyway.
+	// Room gives, by endpoint (uuid text), the most rows the claim takes
+	// of it; DefaultRoom that of any other endpoint (0: Limit).
+	Room        map[string]int
+	DefaultRoom int
+	// EnvRoom is the most rows of the WEBHOOK_URL endpoint (0: Limit);
+	// SkipEnv leaves its deliveries alone. Events still in want of
+	// fan-out are claimed anyway.
+	EnvRoom int
 	SkipEnv bool
 }
 
@@ -134,7 +141,8 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	if limit <= 0 || limit > c.batchSize {
 		limit = c.batchSize
 	}
-	return c.store.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: c.lease, Skip: q.Skip, SkipEnv: q.SkipEnv, Env: c.env})
+	return c.store.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: c.lease, Skip: q.Skip, Room: q.Room,
+		DefaultRoom: q.DefaultRoom, EnvRoom: q.EnvRoom, SkipEnv: q.SkipEnv, Env: c.env})
 }
 
 // Record writes outcomes in one statement and returns, in outcomes order,

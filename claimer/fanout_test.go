@@ -50,15 +50,12 @@ func TestFanOut(t *testing.T) {
 		}
 		db.Insert(t, "x", `{"n":1}`)
 		db.Insert(t, "y", `{"n":2}`)
+		// The deliveries that fit (the endpoints' room, the claim's limit)
+		// are leased by the same claim; the events are processed (no
+		// WEBHOOK_URL endpoint) and never fanned out again.
 		b := claimQ(t, c, claimer.Query{})
-		if b.FannedOut != 2 || b.Deliveries != 3 || len(b.Rows) != 0 || b.Taken != 2 || b.Endpoints != 2 || len(b.Unrouted) != 0 {
+		if b.FannedOut != 2 || b.Deliveries != 3 || b.Fresh != 3 || len(b.Rows) != 3 || b.Taken != 2 || b.More || len(b.Unrouted) != 0 {
 			t.Fatalf("first claim: %+v", b)
-		}
-		// The deliveries are due at once, for the next claim; the events are
-		// processed (no WEBHOOK_URL endpoint) and never fanned out again.
-		b = claimQ(t, c, claimer.Query{})
-		if len(b.Rows) != 3 || b.FannedOut != 0 {
-			t.Fatalf("second claim: %+v", b)
 		}
 		ids := map[string]bool{}
 		for _, r := range b.Rows {
@@ -76,8 +73,41 @@ func TestFanOut(t *testing.T) {
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND processed AND fanout IN (1, 2)"); n != 2 {
 			t.Fatalf("%d events recorded fanned out", n)
 		}
-		if b := claimQ(t, c, claimer.Query{}); b.Taken != 0 {
-			t.Fatalf("third claim took %+v", b)
+		if b := claimQ(t, c, claimer.Query{}); b.Taken != 0 || len(b.Rows) != 0 {
+			t.Fatalf("second claim took %+v", b)
+		}
+	})
+
+	t.Run("deliveries beyond an endpoint's room or the limit are left pending", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := newEndpoint(t, db, "a")
+		newEndpoint(t, db, "b")
+		db.Insert(t, "x", `{}`, `{}`, `{}`)
+		b := claimQ(t, c, claimer.Query{Room: map[string]int{a: 2}, DefaultRoom: 1})
+		if b.FannedOut != 3 || b.Deliveries != 6 || b.Fresh != 3 || len(b.Rows) != 3 || !b.More {
+			t.Fatalf("first claim: %+v", b)
+		}
+		per := map[string]int{}
+		for _, r := range b.Rows {
+			per[r.EndpointName]++
+		}
+		if per["a"] != 2 || per["b"] != 1 {
+			t.Fatalf("leased per endpoint %v, want a 2, b 1", per)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL AND NOT processed AND lease_token IS NULL"); n != 3 {
+			t.Fatalf("%d deliveries left pending, want 3", n)
+		}
+		b = claimQ(t, c, claimer.Query{Limit: 2})
+		if len(b.Rows) != 2 || b.Fresh != 0 || b.Taken != 2 {
+			t.Fatalf("second claim (limit 2): %+v", b)
+		}
+		if b := claimQ(t, c, claimer.Query{}); len(b.Rows) != 1 {
+			t.Fatalf("third claim: %+v", b)
 		}
 	})
 
@@ -91,14 +121,17 @@ func TestFanOut(t *testing.T) {
 		newEndpoint(t, db, "b")
 		db.Insert(t, "x", `{}`)
 		b := claimQ(t, c, claimer.Query{})
-		if len(b.Rows) != 1 || b.Rows[0].EndpointID != "" || b.Deliveries != 1 || b.FannedOut != 1 {
+		if len(b.Rows) != 2 || b.Rows[0].EndpointID != "" || b.Deliveries != 1 || b.Fresh != 1 || b.FannedOut != 1 {
 			t.Fatalf("claim: %+v", b)
 		}
 		event := b.Rows[0]
+		if b.Rows[1].DeliveryID == event.DeliveryID {
+			t.Fatalf("endpoint delivery reuses the event's id")
+		}
 		// Its retry is the same delivery, never fanned out again.
 		record(t, c, claimer.Outcome{ID: event.ID, Token: event.Token, Kind: claimer.Retry, Attempt: 2})
 		b = claimQ(t, c, claimer.Query{})
-		if len(b.Rows) != 2 || b.FannedOut != 0 {
+		if len(b.Rows) != 1 || b.FannedOut != 0 {
 			t.Fatalf("second claim: %+v", b)
 		}
 		for _, r := range b.Rows {
@@ -178,11 +211,10 @@ func TestFanOut(t *testing.T) {
 		newEndpoint(t, db, "free")
 		db.Insert(t, "x", `{}`)
 		b := claimQ(t, c, claimer.Query{Skip: []string{busy}, SkipEnv: true})
-		if len(b.Rows) != 0 || b.FannedOut != 1 || b.Deliveries != 2 {
+		if len(b.Rows) != 1 || b.Rows[0].EndpointName != "free" || b.FannedOut != 1 || b.Deliveries != 2 || b.Fresh != 1 {
 			t.Fatalf("claim: %+v", b)
 		}
-		b = claimQ(t, c, claimer.Query{Skip: []string{busy}, SkipEnv: true})
-		if len(b.Rows) != 1 || b.Rows[0].EndpointName != "free" {
+		if b := claimQ(t, c, claimer.Query{Skip: []string{busy}, SkipEnv: true}); len(b.Rows) != 0 {
 			t.Fatalf("second claim: %+v", b)
 		}
 		b = claimQ(t, c, claimer.Query{})
@@ -216,8 +248,7 @@ func TestRecordEndpointHealth(t *testing.T) {
 	round := func(h claimer.Health, kind claimer.Kind) {
 		t.Helper()
 		db.Insert(t, "x", `{}`)
-		claimQ(t, c, claimer.Query{}) // fan out
-		b := claimQ(t, c, claimer.Query{})
+		b := claimQ(t, c, claimer.Query{}) // fanned out and leased at once
 		if len(b.Rows) != 1 {
 			t.Fatalf("claim: %+v", b)
 		}

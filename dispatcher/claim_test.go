@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -55,8 +56,8 @@ func TestClaimAnswers(t *testing.T) {
 		{
 			name: "a fan-out: counted, the rows it made claimed",
 			steps: []claimStep{
-				{batch: Batch{FannedOut: 2, Deliveries: 3, Taken: 2, Endpoints: 3}},
-				{batch: rowsOf(3, tableRow(1, 1), tableRow(2, 1), tableRow(3, 1))},
+				{batch: Batch{FannedOut: 2, Deliveries: 3, Taken: 2, More: true}},
+				{batch: rowsOf(tableRow(1, 1), tableRow(2, 1), tableRow(3, 1))},
 			},
 			metrics: map[string]float64{
 				"fluxora_webhook_events_fanned_out_total": 2, "fluxora_webhook_claimed_rows_total": 3,
@@ -66,7 +67,7 @@ func TestClaimAnswers(t *testing.T) {
 		},
 		{
 			name:  "rows whose lease expired: counted as reclaimed",
-			steps: []claimStep{{batch: rowsOf(1, reclaimed(1), tableRow(2, 1), reclaimed(3))}},
+			steps: []claimStep{{batch: rowsOf(reclaimed(1), tableRow(2, 1), reclaimed(3))}},
 			metrics: map[string]float64{
 				"fluxora_webhook_leases_reclaimed_total": 2, "fluxora_webhook_claimed_rows_total": 3,
 			},
@@ -77,7 +78,7 @@ func TestClaimAnswers(t *testing.T) {
 			name: "a claim error: counted, logged, the claim tried again",
 			steps: []claimStep{
 				{err: errors.New("claim: conn refused")},
-				{batch: rowsOf(1, tableRow(1, 1))},
+				{batch: rowsOf(tableRow(1, 1))},
 			},
 			metrics: map[string]float64{"fluxora_webhook_claim_errors_total": 1, "fluxora_webhook_claimed_rows_total": 1},
 			done:    []int64{1},
@@ -120,9 +121,9 @@ func TestClaimAnswers(t *testing.T) {
 	}
 }
 
-// An endpoint holds at most EndpointConcurrency slots while there is more
-// than one endpoint: rows over its cap within a batch are given back
-// unattempted, and later claims leave out the endpoints at their cap.
+// An endpoint holds at most its limit (EndpointConcurrency to start with):
+// rows over it within a batch are given back unattempted, and later claims
+// leave out the endpoints with no room and give the others their room.
 func TestEndpointCap(t *testing.T) {
 	t.Parallel()
 	rowOf := func(id int64, ep string) Row {
@@ -134,48 +135,46 @@ func TestEndpointCap(t *testing.T) {
 		return r
 	}
 	for _, tc := range []struct {
-		name      string
-		env       bool // EnvEndpoint
-		endpoints int  // enabled in the table
-		rows      []Row
-		sent      []int64
-		capped    []int64
-		label     string // the capped rows' endpoint label
-		first     Query
-		later     Query // every claim while the sends hang
+		name   string
+		env    bool // EnvEndpoint
+		rows   []Row
+		sent   []int64
+		capped []int64
+		label  string // the capped rows' endpoint label
+		first  Query
+		later  Query // every claim while the sends hang
 	}{
 		{
-			name: "two table endpoints: the third row of a is given back, a skipped",
-			env:  false, endpoints: 2,
+			name:   "two table endpoints: the third row of a is given back, a skipped, b given its room",
 			rows:   []Row{rowOf(1, "a"), rowOf(2, "a"), rowOf(3, "a"), rowOf(4, "b")},
 			sent:   []int64{1, 2, 4},
 			capped: []int64{3}, label: "name-a",
-			first: Query{Limit: 10, SkipEnv: true},
-			later: Query{Limit: 1, Skip: []string{"a"}, SkipEnv: true},
+			first: Query{Limit: 10, DefaultRoom: 2, SkipEnv: true},
+			later: Query{Limit: 7, Skip: []string{"a"}, Room: map[string]int{"b": 1}, DefaultRoom: 2, SkipEnv: true},
 		},
 		{
-			name: "WEBHOOK_URL and one table endpoint: WEBHOOK_URL's third row given back, its rows skipped",
-			env:  true, endpoints: 1,
+			name:   "WEBHOOK_URL and one table endpoint: WEBHOOK_URL's third row given back, its rows skipped",
+			env:    true,
 			rows:   []Row{rowOf(1, ""), rowOf(2, ""), rowOf(3, ""), rowOf(4, "b")},
 			sent:   []int64{1, 2, 4},
 			capped: []int64{3}, label: DefaultEndpointName,
-			first: Query{Limit: 10},
-			later: Query{Limit: 1, SkipEnv: true},
+			first: Query{Limit: 10, DefaultRoom: 2, EnvRoom: 2},
+			later: Query{Limit: 7, Room: map[string]int{"b": 1}, DefaultRoom: 2, SkipEnv: true},
 		},
 		{
-			name: "one endpoint only: no cap",
-			env:  false, endpoints: 1,
-			rows:  []Row{rowOf(1, "a"), rowOf(2, "a"), rowOf(3, "a")},
-			sent:  []int64{1, 2, 3},
-			first: Query{Limit: 10, SkipEnv: true},
-			later: Query{Limit: 7, SkipEnv: true},
+			name:   "one endpoint alone starts at its limit too (it grows with its 2xx, TestAdaptiveLimit)",
+			rows:   []Row{rowOf(1, "a"), rowOf(2, "a"), rowOf(3, "a")},
+			sent:   []int64{1, 2},
+			capped: []int64{3}, label: "name-a",
+			first: Query{Limit: 10, DefaultRoom: 2, SkipEnv: true},
+			later: Query{Limit: 8, Skip: []string{"a"}, DefaultRoom: 2, SkipEnv: true},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			snd, started, release := blocking()
 			st := &fakeStore{}
-			st.push(claimStep{batch: rowsOf(tc.endpoints, tc.rows...)})
+			st.push(claimStep{batch: rowsOf(tc.rows...)})
 			h := run(t, st, snd, Config{Concurrency: 10, BatchSize: 10, EndpointConcurrency: 2, EnvEndpoint: tc.env, Now: time.Now})
 			if got := receive(t, started, len(tc.sent)); !slices.Equal(got, tc.sent) {
 				t.Fatalf("sent %v, want %v", got, tc.sent)
@@ -231,5 +230,6 @@ func TestEndpointCap(t *testing.T) {
 }
 
 func equalQuery(a, b Query) bool {
-	return a.Limit == b.Limit && a.SkipEnv == b.SkipEnv && slices.Equal(a.Skip, b.Skip)
+	return a.Limit == b.Limit && a.SkipEnv == b.SkipEnv && slices.Equal(a.Skip, b.Skip) && a.DefaultRoom == b.DefaultRoom &&
+		a.EnvRoom == b.EnvRoom && maps.Equal(a.Room, b.Room)
 }

@@ -62,7 +62,7 @@ func TestRecordAnswers(t *testing.T) {
 			// are written together.
 			snd, started, release := blocking()
 			st := &fakeStore{record: tc.record}
-			st.push(claimStep{batch: rowsOf(1, tableRow(1, 1), tableRow(2, 3))})
+			st.push(claimStep{batch: rowsOf(tableRow(1, 1), tableRow(2, 3))})
 			h := run(t, st, snd, Config{FlushInterval: time.Hour, FlushMax: 2})
 			receive(t, started, 2)
 			close(release)

@@ -76,12 +76,14 @@ type Config struct {
 	// Concurrency is the number of delivery slots: rows held at once.
 	// Defaults to 100.
 	Concurrency int
-	// EndpointConcurrency is the most rows of one endpoint this worker
-	// holds at once, so that an endpoint that hangs holds at most that many
-	// slots; rows of an endpoint at its cap wait in the table, no attempt
-	// spent. It applies while there is more than one endpoint (the table's
-	// enabled ones, and the WEBHOOK_URL one). Defaults to a quarter of
-	// Concurrency (EndpointConcurrencyDefault), at least 1.
+	// EndpointConcurrency is where each endpoint's adaptive limit starts
+	// (it grows by one per 2xx up to Concurrency and halves on a retryable
+	// failure, at least 1), and the share of the slots an endpoint keeps
+	// whatever the others hold; while other endpoints want slots, an
+	// endpoint holds at most what they leave and never their last
+	// EndpointConcurrency (see capOf). Rows of an endpoint at its limit
+	// wait in the table, unread and no attempt spent. Defaults to a
+	// quarter of Concurrency (EndpointConcurrencyDefault), at least 1.
 	EndpointConcurrency int
 	// MaxAttempts before a retryable failure is dead-lettered. Defaults
 	// to 16.
@@ -129,13 +131,16 @@ type Dispatcher struct {
 	log    *slog.Logger
 	m      *metrics
 	done   *completer
-	freed  chan string // the endpoint id of each slot given back
+	freed  chan slotDone // each slot given back
 	wg     sync.WaitGroup
 
-	inflight  int            // slots in use
-	held      map[string]int // slots in use by endpoint id ("" WEBHOOK_URL)
-	endpoints int            // enabled endpoints in the table, at the last claim
-	starved   bool           // the last drain stopped with rows perhaps left (no slot, cooldown)
+	inflight  int                  // slots in use
+	held      map[string]int       // slots in use by endpoint id ("" WEBHOOK_URL)
+	limits    map[string]int       // adaptive limits that differ from EndpointConcurrency (limitOf)
+	cut       map[string]time.Time // when each endpoint's limit was last halved
+	parked    map[string]time.Time // endpoints not claimed for until then (a gate deferred them)
+	active    map[string]time.Time // when each endpoint's rows were last claimed
+	starved   bool                 // the last drain stopped with rows perhaps left (no slot, cooldown)
 	lastClaim time.Time
 
 	due     *time.Timer
@@ -180,8 +185,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		cfg: cfg, store: cfg.Store, sender: cfg.Sender, gate: cfg.Gate, hush: cfg.Hush, off: cfg.Disabler,
-		log: cfg.Logger, m: newMetrics(cfg.Registerer, cfg.EnvEndpoint), freed: make(chan string, cfg.Concurrency), step: -1,
-		held: map[string]int{},
+		log: cfg.Logger, m: newMetrics(cfg.Registerer, cfg.EnvEndpoint), freed: make(chan slotDone, cfg.Concurrency), step: -1,
+		held: map[string]int{}, limits: map[string]int{}, cut: map[string]time.Time{}, parked: map[string]time.Time{},
+		active: map[string]time.Time{},
 	}
 	if d.gate == nil {
 		d.gate = openGate{}
@@ -250,8 +256,8 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 			d.drain(ctx, work, false)
 		case after := <-d.done.scheduled:
 			d.armDue(after)
-		case id := <-d.freed:
-			d.free(id)
+		case s := <-d.freed:
+			d.free(s)
 			if d.starved {
 				d.drain(ctx, work, false)
 			}
@@ -264,22 +270,29 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 func (d *Dispatcher) start(ctx, work context.Context, r Row, overCap bool) {
 	d.inflight++
 	d.held[r.EndpointID]++
+	s := slotDone{endpoint: r.EndpointID, label: d.label(r), started: d.cfg.Now()}
 	d.wg.Go(func() {
 		o := release(r)
 		if overCap {
 			d.m.capWaits.WithLabelValues(d.label(r)).Inc()
 		} else {
 			o = d.deliver(ctx, work, r)
+			s.signal = signalOf(o)
+			if o.Kind == Defer {
+				s.parkFor = o.Delay
+			}
 		}
 		d.done.add(done{row: r, outcome: o, label: d.label(r), capped: overCap})
-		d.freed <- r.EndpointID
+		d.freed <- s
 	})
 }
 
-// free gives back the slot of a row of endpoint id.
-func (d *Dispatcher) free(id string) {
+// free gives back a slot, and applies what its attempt says of the
+// endpoint (adapt).
+func (d *Dispatcher) free(s slotDone) {
 	d.inflight--
-	if d.held[id]--; d.held[id] <= 0 {
-		delete(d.held, id)
+	if d.held[s.endpoint]--; d.held[s.endpoint] <= 0 {
+		delete(d.held, s.endpoint)
 	}
+	d.adapt(s)
 }

@@ -62,9 +62,10 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 			break
 		}
 		d.claimed(ctx, work, b.Rows)
-		claimed += b.Taken
-		// A fan-out just made rows that are due now: claim them at once.
-		if b.Taken < q.Limit && b.Deliveries == 0 {
+		claimed += b.Taken + b.Fresh
+		// Rows left (a queue gave its whole share, a fan-out made pending
+		// deliveries): claim again at once.
+		if b.Taken < q.Limit && !b.More {
 			break
 		}
 	}
@@ -83,57 +84,16 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 func (d *Dispatcher) collectFreed() {
 	for {
 		select {
-		case id := <-d.freed:
-			d.free(id)
+		case s := <-d.freed:
+			d.free(s)
 		default:
 			return
 		}
 	}
 }
 
-// query is the next claim: at most limit rows, none of the endpoints this
-// worker holds at (or within a few slots of) their cap, and no more rows
-// than the endpoint with the least room left can take, so that a claim
-// never brings back rows it must give back unattempted.
-func (d *Dispatcher) query(limit int) Query {
-	q := Query{Limit: limit, SkipEnv: !d.cfg.EnvEndpoint}
-	if !d.capping() {
-		return q
-	}
-	// An endpoint is claimed for again only once it has this many slots
-	// free: a claim for one or two rows at a time would walk the table as
-	// often as rows free up.
-	least := max(1, min(d.cfg.BatchSize, d.cfg.EndpointConcurrency)/4)
-	for id, n := range d.held {
-		room := d.cfg.EndpointConcurrency - n
-		switch {
-		case room >= least:
-			q.Limit = min(q.Limit, room)
-		case id == "":
-			q.SkipEnv = true
-		default:
-			q.Skip = append(q.Skip, id)
-		}
-	}
-	q.Limit = min(q.Limit, d.cfg.EndpointConcurrency)
-	return q
-}
-
-// capping reports whether the per-endpoint cap applies: there is more than
-// one endpoint.
-func (d *Dispatcher) capping() bool {
-	n := d.endpoints
-	if d.cfg.EnvEndpoint {
-		n++
-	}
-	return n > 1
-}
-
 // fannedOut counts what a claim fanned out.
 func (d *Dispatcher) fannedOut(b Batch) {
-	if len(b.Rows) > 0 || b.FannedOut > 0 {
-		d.endpoints = b.Endpoints
-	}
 	if b.FannedOut > 0 {
 		d.m.fannedOut.Add(float64(b.FannedOut))
 	}
@@ -167,7 +127,9 @@ func uniq(s []string) []string {
 }
 
 // claimed starts a slot for each row. A row whose endpoint has reached its
-// cap within this batch is given back at once, unattempted.
+// cap within this batch (the claim keeps to each endpoint's room, so only
+// when another worker's rows or a race made it so) is given back at once,
+// unattempted.
 func (d *Dispatcher) claimed(ctx, work context.Context, rows []Row) {
 	if len(rows) == 0 {
 		return
@@ -175,12 +137,16 @@ func (d *Dispatcher) claimed(ctx, work context.Context, rows []Row) {
 	d.m.batches.Inc()
 	d.m.rows.Add(float64(len(rows)))
 	d.m.inFlight.Add(float64(len(rows)))
-	reclaimed, capping := 0, d.capping()
+	reclaimed, now := 0, d.cfg.Now()
+	for _, r := range rows {
+		d.active[r.EndpointID] = now
+	}
+	active := d.activeCount()
 	for _, r := range rows {
 		if r.Reclaimed {
 			reclaimed++
 		}
-		over := capping && d.held[r.EndpointID] >= d.cfg.EndpointConcurrency
+		over := d.held[r.EndpointID] >= d.capOf(r.EndpointID, active)
 		d.start(ctx, work, r, over)
 	}
 	if reclaimed > 0 {

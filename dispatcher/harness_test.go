@@ -163,6 +163,6 @@ func envRow(id int64, n int) Row {
 }
 
 // rowsOf is a batch of rows as a claim returns them.
-func rowsOf(endpoints int, rows ...Row) Batch {
-	return Batch{Rows: rows, Taken: len(rows), Endpoints: endpoints}
+func rowsOf(rows ...Row) Batch {
+	return Batch{Rows: rows, Taken: len(rows)}
 }

@@ -95,7 +95,7 @@ func TestLoopWakes(t *testing.T) {
 				quiet(c)
 				c.Gate = &fakeGate{decide: func(context.Context, Row) Decision { return Decision{DeferFor: time.Millisecond} }}
 			},
-			steps: []claimStep{{batch: rowsOf(1, tableRow(1, 1))}},
+			steps: []claimStep{{batch: rowsOf(tableRow(1, 1))}},
 			until: func(_ *harness, st *fakeStore) bool { return st.has(1) && st.dueCalls() >= 2 },
 		},
 		{
@@ -133,7 +133,7 @@ func TestLoopWakes(t *testing.T) {
 			cfg:  quiet,
 			act: func(t *testing.T, h *harness, st *fakeStore) {
 				waitUntil(t, "the first claim", func() bool { return len(st.claimQueries()) >= 1 })
-				st.push(claimStep{batch: rowsOf(1, tableRow(1, 1))})
+				st.push(claimStep{batch: rowsOf(tableRow(1, 1))})
 				h.poke()
 			},
 			until: func(_ *harness, st *fakeStore) bool { return st.has(1) },
@@ -141,7 +141,7 @@ func TestLoopWakes(t *testing.T) {
 		{
 			name:  "rows found: rechecked after 1, 4, 16, 64 and 256ms, then no more",
 			cfg:   quiet,
-			steps: []claimStep{{batch: rowsOf(1, tableRow(1, 1))}},
+			steps: []claimStep{{batch: rowsOf(tableRow(1, 1))}},
 			until: func(_ *harness, st *fakeStore) bool { return len(st.claimQueries()) >= 6 },
 			check: func(t *testing.T, h *harness, st *fakeStore) {
 				if n := len(st.claimQueries()); n != 1+len(recheckDelays) || h.d.step != -1 {
@@ -173,7 +173,7 @@ func TestLoopWakes(t *testing.T) {
 // and asked for help when the worker is busy and out of slots.
 func TestHush(t *testing.T) {
 	t.Parallel()
-	fanOut := claimStep{batch: Batch{FannedOut: 1, Deliveries: 2, Taken: 1, Endpoints: 1}}
+	fanOut := claimStep{batch: Batch{FannedOut: 1, Deliveries: 2, Taken: 1, More: true}}
 	// A clock an hour on at every reading: no two claims are ever within
 	// busyGap, so only claims within one drain make the worker busy, and no
 	// claim waits for ClaimCooldown.
@@ -190,19 +190,19 @@ func TestHush(t *testing.T) {
 		{
 			name:  "rows found by two claims of one drain (a fan-out, then its rows): busy, then not once they stop",
 			cfg:   Config{Now: hourly},
-			steps: []claimStep{fanOut, {batch: rowsOf(1, tableRow(1, 1), tableRow(2, 1))}},
+			steps: []claimStep{fanOut, {batch: rowsOf(tableRow(1, 1), tableRow(2, 1))}},
 			rows:  []int64{1, 2}, busy: true,
 		},
 		{
 			name:  "a lone row on a sparse stream: never busy",
 			cfg:   Config{Now: hourly},
-			steps: []claimStep{{batch: rowsOf(1, tableRow(1, 1))}},
+			steps: []claimStep{{batch: rowsOf(tableRow(1, 1))}},
 			rows:  []int64{1},
 		},
 		{
 			name:  "busy with every slot taken: asks for help",
-			cfg:   Config{Concurrency: 2, BatchSize: 2, Now: hourly},
-			steps: []claimStep{fanOut, {batch: rowsOf(1, tableRow(1, 1), tableRow(2, 1))}},
+			cfg:   Config{Concurrency: 2, BatchSize: 2, EndpointConcurrency: 2, Now: hourly},
+			steps: []claimStep{fanOut, {batch: rowsOf(tableRow(1, 1), tableRow(2, 1))}},
 			rows:  []int64{1, 2}, busy: true, help: true,
 		},
 	} {
@@ -253,7 +253,7 @@ func TestGone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := &fakeStore{}
-			st.push(claimStep{batch: rowsOf(1, tableRow(1, 1))})
+			st.push(claimStep{batch: rowsOf(tableRow(1, 1))})
 			cfg := Config{}
 			if tc.off != nil {
 				cfg.Disabler = tc.off

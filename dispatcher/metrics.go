@@ -17,6 +17,8 @@ type metrics struct {
 	unrouted      prometheus.Counter
 	undecodable   prometheus.Counter
 	capWaits      *prometheus.CounterVec
+	limitCuts     *prometheus.CounterVec
+	parks         *prometheus.CounterVec
 	batches       prometheus.Counter
 	rows          prometheus.Counter
 	pollWakeups   prometheus.Counter
@@ -77,7 +79,15 @@ func buildMetrics(f promauto.Factory) *metrics {
 			"Claimed rows the worker could not decode (a time out of range), each moved to the dead letter alone."),
 		capWaits: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "fluxora_webhook_endpoint_cap_waits_total",
-			Help: "Rows given back unattempted because their endpoint had WEBHOOK_ENDPOINT_CONCURRENCY deliveries in flight in this worker, by endpoint name.",
+			Help: "Rows given back unattempted because their endpoint was at its concurrency limit in this worker (the claim keeps to each endpoint's room, so this stays rare), by endpoint name.",
+		}, []string{"endpoint"}),
+		limitCuts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxora_webhook_endpoint_limit_cuts_total",
+			Help: "Times an endpoint's adaptive concurrency limit was halved after a retryable failure (timeout, 5xx, refused connection), by endpoint name.",
+		}, []string{"endpoint"}),
+		parks: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxora_webhook_endpoint_parks_total",
+			Help: "Times an endpoint was parked (not claimed for, its rows not read) because a gate deferred its row: breaker open or retry budget spent, by endpoint name.",
 		}, []string{"endpoint"}),
 		batches:     counter("fluxora_webhook_claimed_batches_total", "Claims that returned at least one row."),
 		rows:        counter("fluxora_webhook_claimed_rows_total", "Rows claimed."),

@@ -191,7 +191,7 @@ func TestOutcomeOfOneRow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := &fakeStore{}
-			st.push(claimStep{batch: rowsOf(2, tc.row)})
+			st.push(claimStep{batch: rowsOf(tc.row)})
 			snd := &fakeSender{fn: func(context.Context, Row) Result { return tc.res }}
 			off := &fakeDisabler{}
 			cfg := Config{MaxAttempts: 5, BackoffBase: time.Second, BackoffMax: time.Hour, DeferMax: time.Minute,

@@ -26,7 +26,7 @@ func TestShutdown(t *testing.T) {
 		{
 			name: "rows claimed as ctx ends are released unstarted; the send in flight finishes and is recorded",
 			stopping: func(t *testing.T, h *harness, st *fakeStore) []int64 {
-				st.push(claimStep{batch: rowsOf(1, tableRow(2, 1), tableRow(3, 4)), hook: h.cancel})
+				st.push(claimStep{batch: rowsOf(tableRow(2, 1), tableRow(3, 4)), hook: h.cancel})
 				h.poke()
 				return []int64{2, 3}
 			},
@@ -35,7 +35,7 @@ func TestShutdown(t *testing.T) {
 		{
 			name: "no Gate: rows claimed as ctx ends are released unstarted; the send in flight is recorded",
 			stopping: func(t *testing.T, h *harness, st *fakeStore) []int64 {
-				st.push(claimStep{batch: rowsOf(1, tableRow(2, 1), tableRow(3, 4)), hook: h.cancel})
+				st.push(claimStep{batch: rowsOf(tableRow(2, 1), tableRow(3, 4)), hook: h.cancel})
 				h.poke()
 				return []int64{2, 3}
 			},
@@ -44,7 +44,7 @@ func TestShutdown(t *testing.T) {
 		{
 			name: "a gate check under way as ctx ends: released unsent",
 			stopping: func(t *testing.T, h *harness, st *fakeStore) []int64 {
-				st.push(claimStep{batch: rowsOf(1, tableRow(2, 1))})
+				st.push(claimStep{batch: rowsOf(tableRow(2, 1))})
 				h.poke()
 				waitUntil(t, "row 2's gate check", func() bool { c, _ := h.gate.seen(); return slices.Contains(c, 2) })
 				h.cancel()
@@ -66,7 +66,7 @@ func TestShutdown(t *testing.T) {
 			snd, started, release := blocking()
 			defer close(release)
 			st := &fakeStore{}
-			st.push(claimStep{batch: rowsOf(1, tableRow(1, 1))})
+			st.push(claimStep{batch: rowsOf(tableRow(1, 1))})
 			// Row 1 passes the gate; row 2's check hangs until ctx ends.
 			gate := &fakeGate{decide: func(ctx context.Context, r Row) Decision {
 				if r.ID == 2 {

@@ -12,22 +12,26 @@ type Row = webhook.Delivery
 
 // Query is what one claim asks for.
 type Query struct {
-	Limit   int      // the most rows
-	Skip    []string // endpoints (uuid text) at their cap: leave their rows
-	SkipEnv bool     // leave the WEBHOOK_URL endpoint's rows
+	Limit       int            // the most rows
+	Skip        []string       // endpoints (uuid text) at their limit or parked: leave their rows unread
+	Room        map[string]int // the most rows of each endpoint (uuid text)
+	DefaultRoom int            // the most rows of an endpoint not in Room
+	EnvRoom     int            // the most rows of the WEBHOOK_URL endpoint
+	SkipEnv     bool           // leave the WEBHOOK_URL endpoint's rows
 }
 
 // Batch is what one claim returns.
 type Batch struct {
 	Rows []Row // leased to this worker, oldest first
-	// Taken counts Rows and the events recorded processed at fan-out.
+	// Taken counts the queue rows and events taken (not the fresh rows).
 	Taken int
-	// FannedOut events made Deliveries new rows, due at once, not in Rows.
-	FannedOut, Deliveries int
+	// More says rows were left that a larger claim would have taken.
+	More bool
+	// FannedOut events made Deliveries new rows, due at once; Fresh of
+	// them are in Rows, leased by the claim itself.
+	FannedOut, Deliveries, Fresh int
 	// Unrouted holds the event types of events that no endpoint took.
 	Unrouted []string
-	// Endpoints is the number of enabled endpoints in the table.
-	Endpoints int
 	// Broken are the delivery ids of leased rows the worker could not
 	// decode, moved to the dead letter alone (unless BrokenErr).
 	Broken    []string

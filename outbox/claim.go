@@ -13,80 +13,6 @@ import (
 	"github.com/fluxora/webhook-worker/webhook"
 )
 
-// ClaimSQL walks the partial index webhook_outbox_pending_idx in the
-// documented order, skipping rows another worker holds (a live lease, or
-// the row lock of a claim in progress) and rows of the endpoints this worker
-// has at their concurrency cap (@skip, and @skip_env for the WEBHOOK_URL endpoint).
-// reclaimed is true for a row whose previous lease expired without an
-// outcome or a release; reclaims saturates at the integer's end rather
-// than fail the claim. The redundant "id = ANY(ARRAY(…))" gives the
-// planner an index condition on the primary key: without it, the generic
-// plan of the prepared statement (which assumes LIMIT @limit is a tenth of the
-// pending rows) joins through a sequential scan of the whole table,
-// processed rows included.
-//
-// Fan-out, in the same statement: an event row (endpoint_id NULL, fanout
-// NULL) gets one delivery row per enabled endpoint subscribed to its type,
-// due at once with the event's created_at, and a delivery id derived from
-// the event's and the endpoint's; its fanout becomes the number of
-// deliveries made; each delivery carries the event's headers. With a
-// WEBHOOK_URL endpoint (@env) the event row itself is that endpoint's
-// delivery, leased and returned (or left pending when that endpoint is at
-// its cap, @skip_env); without one it is marked processed (fanout 0: unrouted). All
-// of it commits together or not at all, so an event is never fanned out
-// twice or half.
-//
-// A rotated endpoint's previous secret is returned only while its grace
-// period lasts by the database clock.
-const ClaimSQL = `WITH due AS (
-  SELECT id, endpoint_id, event_type, lease_token IS NOT NULL AS reclaimed, (endpoint_id IS NULL AND fanout IS NULL) AS fan
-  FROM webhook_outbox o
-  WHERE ` + DueSQL + `
-    AND (endpoint_id IS NULL OR endpoint_id <> ALL(@skip::uuid[]))
-    AND NOT (@skip_env::boolean AND endpoint_id IS NULL AND fanout IS NOT NULL)
-  ORDER BY created_at, id
-  LIMIT @limit
-  FOR UPDATE SKIP LOCKED
-), targets AS (
-  SELECT due.id AS event_id, e.id AS endpoint_id
-  FROM due JOIN webhook_endpoints e
-    ON e.enabled AND (cardinality(e.event_types) = 0 OR due.event_type = ANY(e.event_types))
-  WHERE due.fan
-), fanned AS (
-  INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers)
-  SELECT md5(o.delivery_id::text || '/' || t.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, t.endpoint_id, o.headers
-  FROM targets t JOIN webhook_outbox o ON o.id = t.event_id
-  WHERE o.id = ANY(ARRAY(SELECT event_id FROM targets))
-), counts AS (
-  SELECT event_id, count(*)::int AS n FROM targets GROUP BY event_id
-)
-UPDATE webhook_outbox o
-SET locked_until = CASE WHEN due.fan AND (NOT @env::boolean OR @skip_env::boolean) THEN NULL ELSE now() + @lease_ms * interval '1 millisecond' END,
-    lease_token = CASE WHEN due.fan AND (NOT @env::boolean OR @skip_env::boolean) THEN NULL ELSE gen_random_uuid() END,
-    reclaims = least(o.reclaims::bigint + due.reclaimed::int, 2147483647)::int,
-    fanout = CASE WHEN due.fan THEN coalesce(counts.n, 0) + @env::boolean::int ELSE o.fanout END,
-    processed = due.fan AND NOT @env::boolean,
-    processed_at = CASE WHEN due.fan AND NOT @env::boolean THEN now() END
-FROM due
-  LEFT JOIN counts ON counts.event_id = due.id
-  LEFT JOIN webhook_endpoints e ON e.id = due.endpoint_id
-WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND o.id = due.id
-RETURNING o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
-  o.event_type, CASE WHEN o.processed THEN NULL ELSE o.payload::text END,
-  CASE WHEN o.processed THEN NULL ELSE o.headers::text END, o.attempt, o.created_at, due.reclaimed,
-  coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
-  coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
-  CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END,
-  CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END,
-  o.lease_token IS NOT NULL, due.fan, coalesce(o.fanout, 0),
-  (SELECT count(*) FROM webhook_endpoints WHERE enabled)`
-
-// NextDueSQL gives the milliseconds, by the database clock, until the
-// earliest pending row that is not yet due (NULL when there is none).
-const NextDueSQL = `SELECT (EXTRACT(EPOCH FROM (min(created_at) - clock_timestamp())) * 1000)::bigint
-FROM webhook_outbox
-WHERE NOT processed AND created_at > now()`
-
 // nextDueMaxMS caps what NextDue returns: a day, in milliseconds.
 const nextDueMaxMS = 24 * 60 * 60 * 1000
 
@@ -96,11 +22,19 @@ type ClaimQuery struct {
 	Limit int
 	// Lease is how long, by the database clock, the claim holds its rows.
 	Lease time.Duration
-	// Skip lists endpoints (uuid text) whose rows the claim leaves alone:
-	// those at their concurrency cap in this worker.
+	// Skip lists endpoints (uuid text) whose rows the claim leaves alone
+	// and does not read: those at their limit in this worker, or parked
+	// while their breaker is open.
 	Skip []string
-	// SkipEnv leaves the WEBHOOK_URL endpoint's deliveries alone. Events
-	// still in want of fan-out are claimed anyway.
+	// Room gives, by endpoint (uuid text), the most rows the claim takes
+	// of that endpoint; DefaultRoom is the room of any other endpoint
+	// (0: Limit).
+	Room        map[string]int
+	DefaultRoom int
+	// EnvRoom is the most rows of the WEBHOOK_URL endpoint (0: Limit);
+	// SkipEnv leaves its deliveries alone. Events still in want of
+	// fan-out are claimed anyway.
+	EnvRoom int
 	SkipEnv bool
 	// Env says the worker delivers to a WEBHOOK_URL endpoint: an event's
 	// own row is then that endpoint's delivery. Without it, an event is
@@ -110,22 +44,22 @@ type ClaimQuery struct {
 
 // Batch is what one Claim returns.
 type Batch struct {
-	// Rows are the deliveries leased to the caller, oldest first.
+	// Rows are the deliveries leased to the caller, oldest first: rows of
+	// the endpoints' queues and deliveries fanned out by this claim.
 	Rows []webhook.Delivery
-	// Taken is how many rows the claim took: Rows, the broken ones, and
-	// the events it fanned out and recorded processed at once (no
-	// WEBHOOK_URL endpoint). Taken == Limit means more rows may be due.
+	// Taken is how many queue rows and events the claim took: Rows but the
+	// fresh ones, the broken ones, and the events it fanned out.
 	Taken int
+	// More says rows were left that the claim could have taken with a
+	// higher Limit: claim again.
+	More bool
 	// FannedOut is how many events the claim fanned out; Deliveries how
-	// many endpoint delivery rows that made. Those rows are due at once and
-	// were not claimed by this call.
-	FannedOut, Deliveries int
+	// many endpoint delivery rows that made, of which Fresh are in Rows
+	// (leased at once) and the others pending, due at once.
+	FannedOut, Deliveries, Fresh int
 	// Unrouted lists the event types of events the claim found no
 	// endpoint for: they are recorded processed with fanout 0.
 	Unrouted []string
-	// Endpoints is the number of enabled endpoints in webhook_endpoints at
-	// the claim (0 when nothing was claimed).
-	Endpoints int
 	// Broken lists the leased rows the worker could not decode (a time
 	// the schema would refuse): they are not in Rows, and were moved to
 	// the dead letter, each with its Reason, in a statement of their own.
@@ -135,29 +69,28 @@ type Batch struct {
 	BrokenErr error
 }
 
-// Claim leases due rows (see ClaimQuery), fanning out the events among
-// them, in one statement and one round trip. It returns an empty Batch
-// and no error when nothing is due.
+// Claim leases due rows (see ClaimQuery and ClaimSQL), fanning out the
+// events among them, in one statement and one round trip. It returns an
+// empty Batch and no error when nothing is due.
 func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
-	skip := q.Skip
-	if skip == nil {
-		skip = []string{}
-	}
-	rows, err := s.pool.Query(ctx, ClaimSQL, pgx.NamedArgs{"limit": q.Limit, "lease_ms": q.Lease.Milliseconds(),
-		"skip": skip, "skip_env": q.SkipEnv, "env": q.Env})
+	rows, err := s.pool.Query(ctx, ClaimSQL, claimArgs(q))
 	if err != nil {
 		return Batch{}, fmt.Errorf("claim: %w", err)
 	}
 	var b Batch
 	var r webhook.Delivery
-	var leased, fan bool
+	var leased, fan, fresh bool
 	var fanout int
 	var createdAt, prevUntil pgtype.Timestamptz
 	var brokenTokens []webhook.Token
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
-		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &b.Endpoints}, func() error {
-		b.Taken++
+		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More}, func() error {
+		if fresh {
+			b.Fresh++
+		} else {
+			b.Taken++
+		}
 		if fan {
 			b.FannedOut++
 			b.Deliveries += fanout
@@ -182,6 +115,8 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 	if err != nil {
 		return Batch{}, fmt.Errorf("claim: %w", err)
 	}
+	// Pending deliveries of this fan-out are due at once.
+	b.More = b.More || b.Deliveries > b.Fresh
 	if len(b.Broken) > 0 {
 		// Its batch mates are leased already and go on.
 		b.BrokenErr = s.deadLetterBroken(ctx, b.Broken, brokenTokens)
@@ -191,6 +126,24 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return b, nil
+}
+
+// claimArgs names ClaimSQL's parameters.
+func claimArgs(q ClaimQuery) pgx.NamedArgs {
+	skip := q.Skip
+	if skip == nil {
+		skip = []string{}
+	}
+	room := q.Room
+	if room == nil {
+		room = map[string]int{}
+	}
+	envRoom := cmp.Or(q.EnvRoom, q.Limit)
+	if q.SkipEnv || !q.Env {
+		envRoom = 0
+	}
+	return pgx.NamedArgs{"limit": q.Limit, "lease_ms": q.Lease.Milliseconds(), "skip": skip, "room": room,
+		"default_room": cmp.Or(q.DefaultRoom, q.Limit), "env_room": envRoom, "env": q.Env}
 }
 
 // decodeTimes sets r's times from the claim's, or says why the worker

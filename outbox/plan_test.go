@@ -55,7 +55,7 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 	defer conn.Release()
 	const zero = "00000000-0000-0000-0000-000000000000"
 	claimSQL, claimArgs := positional(t, outbox.ClaimSQL, pgx.NamedArgs{"limit": "100", "lease_ms": "30000", "skip": "'{}'::uuid[]",
-		"skip_env": "false", "env": "true"})
+		"room": "'{}'::jsonb", "default_room": "25", "env_room": "100", "env": "true"})
 	recordSQL, recordArgs := positional(t, outbox.RecordSQL, pgx.NamedArgs{
 		"outcomes": `'[{"id": 1, "token": "` + zero + `", "kind": "done", "health": ""}, {"id": 2, "token": "` + zero + `", "kind": "release", "health": ""}]'`,
 		"ids":      "'{1,2}'::bigint[]"})
@@ -69,7 +69,8 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 		claim := explain(t, conn, "EXPLAIN EXECUTE claim_chk("+claimArgs+")")
-		if !strings.Contains(claim, "webhook_outbox_pending_idx") || strings.Contains(claim, "Seq Scan on webhook_outbox") {
+		if !strings.Contains(claim, "webhook_outbox_queue_idx") || !strings.Contains(claim, "webhook_outbox_events_idx") ||
+			!strings.Contains(claim, "webhook_outbox_env_idx") || strings.Contains(claim, "Seq Scan on webhook_outbox") {
 			t.Errorf("%s: claim plan:\n%s", mode, claim)
 		}
 		rec := explain(t, conn, "EXPLAIN EXECUTE record_chk("+recordArgs+")")

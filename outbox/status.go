@@ -13,6 +13,15 @@ import (
 // and endpoints.DefaultName are the same name).
 const DefaultEndpointName = "default"
 
+// pendingRowsSQL is every pending row of webhook_outbox, read through the
+// three partial indexes that together hold them (migration 012): an
+// endpoint's deliveries, the events not fanned out yet, the WEBHOOK_URL
+// endpoint's deliveries. A plain "WHERE NOT processed" matches none of them,
+// and would read the history too.
+const pendingRowsSQL = `(SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NOT NULL
+  UNION ALL SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout IS NULL
+  UNION ALL SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout IS NOT NULL)`
+
 // QueueStatus is the outbox as `worker status` reports it. The JSON names
 // are the command's.
 type QueueStatus struct {
@@ -27,8 +36,7 @@ type QueueStatus struct {
 	ListeningWorkers  int64   `json:"listening_workers"` // sessions of the listener on this database
 }
 
-// QueueStatusSQL reads the pending rows once (through the partial index of
-// pending rows) and the last hour's processed rows once (through the
+// QueueStatusSQL reads the pending rows once (pendingRowsSQL) and the last hour's processed rows once (through the
 // processed_at index). Rows in flight are held under a live lease; a due row
 // whose lease expired counts as due (DueSQL: any worker's next claim takes
 // it). The oldest age is read through webhook_time_clamp, so that a time out
@@ -39,7 +47,7 @@ const QueueStatusSQL = `WITH pending AS (
          count(*) FILTER (WHERE o.locked_until > now()) AS in_flight,
          COALESCE(EXTRACT(EPOCH FROM now() - min(webhook_time_clamp(o.created_at)) FILTER (WHERE o.created_at <= now())), 0) AS oldest,
          COALESCE(sum(o.reclaims), 0) AS reclaims
-  FROM webhook_outbox o WHERE NOT o.processed
+  FROM ` + pendingRowsSQL + ` o
 ), recent AS (
   SELECT count(*) FILTER (WHERE endpoint_id IS NOT NULL OR fanout IS DISTINCT FROM 0) AS processed,
          count(*) FILTER (WHERE endpoint_id IS NULL AND fanout = 0) AS unrouted,
@@ -84,7 +92,7 @@ type EndpointStatus struct {
 
 // EndpointStatusSQL reads every endpoint of the table, and the WEBHOOK_URL
 // one (DefaultEndpointName) when @env (it is configured) or it has rows:
-// pending rows once through the partial index of pending rows, dead letters
+// pending rows once (pendingRowsSQL), dead letters
 // once. A row with endpoint_id NULL and fanout NULL is an event not fanned
 // out yet, nobody's delivery. @only, when not empty, keeps the endpoint of
 // that name. The health times are read through webhook_time_clamp.
@@ -93,7 +101,7 @@ const EndpointStatusSQL = `WITH p AS (
          count(*) FILTER (WHERE ` + DueSQL + `) AS due,
          count(*) FILTER (WHERE o.created_at > now()) AS scheduled,
          count(*) FILTER (WHERE o.locked_until > now()) AS in_flight
-  FROM webhook_outbox o WHERE NOT o.processed AND (o.endpoint_id IS NOT NULL OR o.fanout IS NOT NULL)
+  FROM ` + pendingRowsSQL + ` o WHERE o.endpoint_id IS NOT NULL OR o.fanout IS NOT NULL
   GROUP BY o.endpoint_id
 ), d AS (
   SELECT endpoint_id, count(*) AS dead FROM webhook_dead_letter GROUP BY endpoint_id

@@ -27,8 +27,8 @@ type store struct{ c *claimer.Claimer }
 
 func (s store) Claim(ctx context.Context, q dispatcher.Query) (dispatcher.Batch, error) {
 	b, err := s.c.Claim(ctx, claimer.Query(q))
-	out := dispatcher.Batch{Rows: b.Rows, Taken: b.Taken, FannedOut: b.FannedOut, Deliveries: b.Deliveries, Unrouted: b.Unrouted,
-		Endpoints: b.Endpoints, BrokenErr: b.BrokenErr}
+	out := dispatcher.Batch{Rows: b.Rows, Taken: b.Taken, More: b.More, FannedOut: b.FannedOut, Deliveries: b.Deliveries,
+		Fresh: b.Fresh, Unrouted: b.Unrouted, BrokenErr: b.BrokenErr}
 	for _, r := range b.Broken {
 		out.Broken = append(out.Broken, r.DeliveryID)
 	}

@@ -126,7 +126,7 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 	d, err := dispatcher.New(dispatcher.Config{
 		Store: store{clm}, Sender: newHTTPSenders(snd, sender.Config{Timeout: 10 * time.Second, MaxConns: 2}), Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
 		EnvEndpoint: true,
-		BatchSize:   1, Concurrency: 2, MaxAttempts: 3,
+		BatchSize:   1, Concurrency: 2, EndpointConcurrency: 2, MaxAttempts: 3,
 		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,
 		Rand: func() float64 { return 0.5 },
 	})

@@ -26,7 +26,12 @@ func migrateBefore(t *testing.T, db *testdb.DB, version string) {
 		if !f.Trigger && f.Version >= version {
 			continue
 		}
-		if _, err := db.Pool.Exec(ctx, f.SQL); err != nil {
+		sql := f.SQL
+		if f.Trigger && version <= "migrations/003_leases.sql" {
+			// The trigger as it was before leases: no locked_until yet.
+			sql = strings.Replace(sql, " AND NEW.locked_until IS NULL", "", 1)
+		}
+		if _, err := db.Pool.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", f.Version, err)
 		}
 		if _, err := db.Pool.Exec(ctx, "INSERT INTO webhook_schema_migrations (version, checksum) VALUES ($1, $2)", f.Version, f.Checksum); err != nil {

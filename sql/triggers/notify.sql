@@ -6,9 +6,10 @@
 -- (measured: 5,800 -> 570-2,100 commits/s at 8 producers). So:
 --   * It is a DEFERRED constraint trigger: it runs at commit time, when the row
 --     is about to become visible, not when it is inserted.
---   * Its WHEN clause queues it only for rows that are due when inserted;
---     future rows (scheduled retries, which the worker inserts itself) cost
---     nothing here and are found by the worker's own timer or its poll.
+--   * Its WHEN clause queues it only for rows that are due when inserted and
+--     not leased: future rows (scheduled retries, which the worker inserts
+--     itself) cost nothing here and are found by the worker's own timer or
+--     its poll, and deliveries a claim fans out leased to itself wake no one.
 --   * At most one notifier is in flight: a transaction notifies only if it can
 --     take the transaction-scoped advisory lock (hashtext('fluxora_webhook'),
 --     1). A producer that cannot take it skips its NOTIFY; the worker woken by
@@ -37,5 +38,5 @@ CREATE CONSTRAINT TRIGGER webhook_outbox_notify
     AFTER INSERT ON webhook_outbox
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW
-    WHEN (NOT NEW.processed AND NEW.created_at <= clock_timestamp())
+    WHEN (NOT NEW.processed AND NEW.created_at <= clock_timestamp() AND NEW.locked_until IS NULL)
     EXECUTE FUNCTION webhook_outbox_notify();

@@ -1,0 +1,192 @@
+package outbox
+
+// dueHead is the predicate of a due row (alias o) beyond its queue's own
+// index predicate: its time has come and no live lease holds it.
+const dueHead = `o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())`
+
+// queuesCTE lists the endpoints that have pending deliveries, one probe of
+// webhook_outbox_queue_idx per endpoint (a loose index scan): what it costs
+// grows with the endpoints that have rows, never with the rows.
+const queuesCTE = `queues(endpoint_id) AS (
+  (SELECT o.endpoint_id FROM webhook_outbox o
+   WHERE NOT o.processed AND o.endpoint_id IS NOT NULL
+   ORDER BY o.endpoint_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT o.endpoint_id FROM webhook_outbox o
+          WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND o.endpoint_id > q.endpoint_id
+          ORDER BY o.endpoint_id LIMIT 1)
+  FROM queues q WHERE q.endpoint_id IS NOT NULL
+)`
+
+// ClaimSQL schedules by endpoint, not by row. It lists the endpoints with
+// pending deliveries (queuesCTE), drops those the worker cannot take now
+// (@skip: at their limit, or parked while their breaker is open), keeps
+// those whose head is due, and takes from each, through
+// webhook_outbox_queue_idx, at most its room (@room, a JSON object of
+// endpoint id to free slots, else @default_room) and at most an equal share
+// of @limit, oldest first, FOR UPDATE SKIP LOCKED. The rows of all queues
+// are then interleaved round robin (each queue's first row, then each
+// one's second, …) up to @limit: a healthy endpoint's new event is taken by
+// the first claim after it falls due, whatever backlog another endpoint has,
+// and the rows of an endpoint the claim skips are not read at all. The
+// WEBHOOK_URL endpoint's deliveries (endpoint_id NULL, fanout set) are one
+// more queue, taken when @env and @env_room > 0.
+//
+// Fan-out, in the same statement: up to @limit events (endpoint_id NULL,
+// fanout NULL) get one delivery row per enabled endpoint subscribed to their
+// type, due with the event's created_at, with a delivery id derived from the
+// event's and the endpoint's and the event's headers. A delivery that fits
+// (its endpoint's room left after the queue rows, and @limit left after
+// every queue row, oldest event first) is inserted leased and returned with
+// the queue rows (fresh): one step per event, not one claim per delivery;
+// the others are inserted pending, for the next claims. The event's fanout
+// becomes the number of deliveries made; with a WEBHOOK_URL endpoint (@env)
+// the event row itself is that endpoint's delivery, leased when it fits,
+// else left pending in its queue; without one it is marked processed
+// (fanout 0: unrouted). All of it commits together or not at all, so an
+// event is never fanned out twice or half.
+//
+// A disabled endpoint's rows are still taken (the dispatcher dead-letters
+// them with the reason); reclaimed is true for a row whose previous lease
+// expired without an outcome, and reclaims saturates rather than fail the
+// claim. "id = ANY(ARRAY(…))" gives the planner an index condition on the
+// primary key, whatever the generic plan guesses of the CTEs. more says
+// that rows were left that this claim could have taken: a queue gave its
+// whole share with room left, or rows were locked and not chosen. A rotated
+// endpoint's previous secret is returned only while its grace period lasts
+// by the database clock.
+const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, ready AS (
+  SELECT q.endpoint_id, coalesce((@room::jsonb ->> q.endpoint_id::text)::int, @default_room::int) AS room
+  FROM queues q
+  WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(@skip::uuid[])
+    AND EXISTS (SELECT 1 FROM webhook_outbox o
+                WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND ` + dueHead + `)
+), env_ready AS (
+  SELECT @env_room::int AS room
+  WHERE @env::boolean AND @env_room::int > 0
+    AND EXISTS (SELECT 1 FROM webhook_outbox o
+                WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND ` + dueHead + `)
+), share AS (
+  SELECT greatest(1, ceil(@limit::numeric / greatest(1, (SELECT count(*) FROM ready) + (SELECT count(*) FROM env_ready))))::int AS n
+), picked AS (
+  SELECT c.id, r.endpoint_id, c.created_at, c.reclaimed, r.room,
+         row_number() OVER (PARTITION BY r.endpoint_id ORDER BY c.created_at, c.id) AS rn
+  FROM ready r CROSS JOIN share s
+  CROSS JOIN LATERAL (
+    SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed
+    FROM webhook_outbox o
+    WHERE NOT o.processed AND o.endpoint_id = r.endpoint_id AND ` + dueHead + `
+    ORDER BY o.created_at, o.id
+    LIMIT least(r.room, s.n)
+    FOR UPDATE SKIP LOCKED
+  ) c
+  UNION ALL
+  SELECT c.id, NULL::uuid, c.created_at, c.reclaimed, r.room,
+         row_number() OVER (ORDER BY c.created_at, c.id)
+  FROM env_ready r CROSS JOIN share s
+  CROSS JOIN LATERAL (
+    SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed
+    FROM webhook_outbox o
+    WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND ` + dueHead + `
+    ORDER BY o.created_at, o.id
+    LIMIT least(r.room, s.n)
+    FOR UPDATE SKIP LOCKED
+  ) c
+), chosen AS (
+  SELECT * FROM picked ORDER BY rn, created_at, id LIMIT @limit
+), events AS (
+  SELECT e.*, row_number() OVER (ORDER BY e.created_at, e.id) AS k
+  FROM (
+    SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed
+    FROM webhook_outbox o
+    WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND ` + dueHead + `
+    ORDER BY o.created_at, o.id
+    LIMIT @limit
+    FOR UPDATE SKIP LOCKED
+  ) e
+), targets AS (
+  SELECT ev.id AS event_id, ev.created_at, ev.id AS event_order, e.id AS endpoint_id
+  FROM events ev JOIN webhook_endpoints e
+    ON e.enabled AND (cardinality(e.event_types) = 0 OR ev.event_type = ANY(e.event_types))
+  UNION ALL
+  SELECT ev.id, ev.created_at, ev.id, NULL::uuid FROM events ev WHERE @env::boolean
+), offers AS (
+  SELECT t.event_id, t.endpoint_id,
+         row_number() OVER (PARTITION BY t.endpoint_id ORDER BY t.created_at, t.event_order) AS kk,
+         row_number() OVER (ORDER BY t.created_at, t.event_order, t.endpoint_id) AS g
+  FROM targets t
+), fits AS (
+  SELECT f.event_id, f.endpoint_id,
+    f.g <= @limit - (SELECT count(*) FROM chosen)
+    AND f.kk <= CASE
+      WHEN f.endpoint_id IS NULL THEN @env_room::int - (SELECT count(*) FROM chosen c WHERE c.endpoint_id IS NULL)
+      WHEN f.endpoint_id = ANY(@skip::uuid[]) THEN 0
+      ELSE coalesce((@room::jsonb ->> f.endpoint_id::text)::int, @default_room::int)
+           - (SELECT count(*) FROM chosen c WHERE c.endpoint_id = f.endpoint_id)
+    END AS lease
+  FROM offers f
+), fanned AS (
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, locked_until, lease_token)
+  SELECT md5(o.delivery_id::text || '/' || f.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, f.endpoint_id, o.headers,
+         CASE WHEN f.lease THEN now() + @lease_ms * interval '1 millisecond' END,
+         CASE WHEN f.lease THEN gen_random_uuid() END
+  FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
+  WHERE f.endpoint_id IS NOT NULL AND o.id = ANY(ARRAY(SELECT id FROM events))
+  RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id
+), taken AS (
+  SELECT c.id, c.reclaimed, false AS fan, true AS lease, NULL::int AS n FROM chosen c
+  UNION ALL
+  SELECT ev.id, ev.reclaimed, true, coalesce(env.lease, false),
+         (SELECT count(*) FROM targets t WHERE t.event_id = ev.id AND t.endpoint_id IS NOT NULL)::int
+  FROM events ev LEFT JOIN fits env ON env.event_id = ev.id AND env.endpoint_id IS NULL
+), upd AS (
+  UPDATE webhook_outbox o
+  SET locked_until = CASE WHEN x.lease THEN now() + @lease_ms * interval '1 millisecond' END,
+      lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
+      reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
+      fanout = CASE WHEN x.fan THEN x.n + @env::boolean::int ELSE o.fanout END,
+      processed = x.fan AND NOT @env::boolean,
+      processed_at = CASE WHEN x.fan AND NOT @env::boolean THEN now() END
+  FROM taken x
+  WHERE o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
+  RETURNING o.id, o.lease_token, o.delivery_id, o.event_type, o.payload, o.headers, o.attempt, o.created_at, x.reclaimed,
+    o.endpoint_id, x.fan, o.fanout
+), more AS (
+  SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
+      OR EXISTS (SELECT 1 FROM picked p, share s WHERE p.rn = s.n AND s.n < p.room) AS more
+), out AS (
+  SELECT u.id, u.lease_token, u.delivery_id, u.event_type, u.payload, u.headers, u.attempt, u.created_at, u.reclaimed,
+         u.endpoint_id, u.fan, u.fanout, false AS fresh
+  FROM upd u
+  UNION ALL
+  SELECT f.id, f.lease_token, f.delivery_id, f.event_type, f.payload, f.headers, f.attempt, f.created_at, false,
+         f.endpoint_id, false, NULL, true
+  FROM fanned f WHERE f.lease_token IS NOT NULL
+)
+SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
+  o.event_type, CASE WHEN o.lease_token IS NULL THEN NULL ELSE o.payload::text END,
+  CASE WHEN o.lease_token IS NULL THEN NULL ELSE o.headers::text END, o.attempt, o.created_at, o.reclaimed,
+  coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
+  coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
+  CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END,
+  CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END,
+  o.lease_token IS NOT NULL, o.fan, coalesce(o.fanout, 0), o.fresh, m.more
+FROM out o CROSS JOIN more m
+  LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id`
+
+// NextDueSQL gives the milliseconds, by the database clock, until the
+// earliest pending row that is not yet due (NULL when there is none): one
+// probe per queue (the endpoints with pending rows, queuesCTE), one of the
+// events' and one of the WEBHOOK_URL endpoint's.
+const NextDueSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
+  SELECT (SELECT min(o.created_at) FROM webhook_outbox o
+          WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND o.created_at > now()) AS at
+  FROM queues q WHERE q.endpoint_id IS NOT NULL
+  UNION ALL
+  SELECT min(o.created_at) FROM webhook_outbox o
+  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.created_at > now()
+  UNION ALL
+  SELECT min(o.created_at) FROM webhook_outbox o
+  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND o.created_at > now()
+)
+SELECT (EXTRACT(EPOCH FROM (min(at) - clock_timestamp())) * 1000)::bigint FROM heads`

@@ -1,0 +1,134 @@
+package outbox_test
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/outbox"
+)
+
+// backlogRows is the backlog of the endpoint that is down: the issue's
+// million rows.
+const backlogRows = 1_000_000
+
+// buffersOf runs the claim under EXPLAIN (ANALYZE, BUFFERS) in a
+// transaction it rolls back, and returns the shared buffers the whole
+// statement touched (hit and read) and the plan.
+func buffersOf(t *testing.T, db *testdb.DB, args pgx.NamedArgs) (int, string) {
+	t.Helper()
+	ctx := context.Background()
+	sql, lits := positional(t, outbox.ClaimSQL, args)
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "PREPARE scale_chk AS "+sql); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) EXECUTE scale_chk("+lits+")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "DEALLOCATE scale_chk"); err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	// The first Buffers line is the root node's: the whole statement.
+	m := regexp.MustCompile(`Buffers: shared((?: \w+=\d+)+)`).FindStringSubmatch(plan)
+	if m == nil {
+		t.Fatalf("no buffers in the plan:\n%s", plan)
+	}
+	total := 0
+	for _, kv := range strings.Fields(m[1]) {
+		if k, v, _ := strings.Cut(kv, "="); k == "hit" || k == "read" {
+			n, _ := strconv.Atoi(v)
+			total += n
+		}
+	}
+	return total, plan
+}
+
+// The claim schedules by endpoint: with a million due rows of an endpoint
+// that is down ahead of it, a healthy endpoint's new delivery is taken by
+// the very first claim (round robin between endpoints, not one global
+// order), and once the down endpoint is skipped (at its limit, or parked)
+// its rows are not read at all: the claim touches about as many buffers as
+// on an empty table. Before, the claim walked every pending row in
+// (created_at, id) order: the first claim took ten of the backlog's rows,
+// and a claim that skipped them read the whole backlog.
+func TestClaimCostsNothingForABacklogItCannotTake(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	s, err := outbox.New(db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := endpoint(t, db, "stuck", true)
+	healthy := endpoint(t, db, "healthy", true)
+	claimArgs := func(skip string) pgx.NamedArgs {
+		return pgx.NamedArgs{"limit": "10", "lease_ms": "30000", "skip": "'{" + skip + "}'::uuid[]", "room": "'{}'::jsonb",
+			"default_room": "25", "env_room": "0", "env": "false"}
+	}
+	// A first delivery of the healthy endpoint, on the empty table: the
+	// figure to compare with.
+	empty, _ := buffersOf(t, db, claimArgs(stuck))
+
+	// The backlog, written as a bulk load would be (no NOTIFY for a million
+	// rows), all older than the healthy endpoint's next delivery.
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id, created_at)
+			SELECT 'order.paid', '{}', $1, now() - interval '1 hour' + g * interval '1 millisecond'
+			FROM generate_series(1, $2::int) g`, stuck, backlogRows)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, "ANALYZE webhook_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('order.paid', '{"n":1}', $1)`, healthy); err != nil {
+		t.Fatal(err)
+	}
+
+	parked, plan := buffersOf(t, db, claimArgs(stuck))
+	if limit := empty + 50; parked > limit {
+		t.Errorf("a claim skipping the backlog's endpoint touched %d buffers (empty table: %d, bound %d):\n%s", parked, empty, limit, plan)
+	}
+	head, plan := buffersOf(t, db, claimArgs(""))
+	if head > 500 {
+		t.Errorf("a claim taking from both queues touched %d buffers, want the heads only (< 500):\n%s", head, plan)
+	}
+	t.Logf("buffers per claim: empty table %d, backlog of %d skipped %d, both queues %d", empty, backlogRows, parked, head)
+
+	// Fairness: the first claim takes the healthy endpoint's delivery,
+	// beside its share of the backlog's oldest rows (half the limit, two
+	// queues), and says more is left.
+	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: 30 * time.Second, DefaultRoom: 25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, r := range b.Rows {
+		per[r.EndpointName]++
+	}
+	if per["healthy"] != 1 || per["stuck"] != 5 || !b.More {
+		t.Fatalf("first claim took %v (more %v), want the healthy delivery and 5 of the backlog", per, b.More)
+	}
+}
