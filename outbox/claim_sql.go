@@ -50,7 +50,9 @@ const queuesCTE = `queues(endpoint_id) AS (
 // them with the reason); reclaimed is true for a row whose previous lease
 // expired without an outcome, and reclaims saturates rather than fail the
 // claim. "id = ANY(ARRAY(…))" gives the planner an index condition on the
-// primary key, whatever the generic plan guesses of the CTEs. more says
+// primary key, whatever the generic plan guesses of the CTEs; a queue's
+// due head is a scalar subquery with LIMIT 1, not EXISTS, which a generic
+// plan may turn into a semi-join over every due row of every queue. more says
 // that rows were left that this claim could have taken: a queue gave its
 // whole share with room left, or rows were locked and not chosen. A rotated
 // endpoint's previous secret is returned only while its grace period lasts
@@ -59,13 +61,15 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, ready AS (
   SELECT q.endpoint_id, coalesce((@room::jsonb ->> q.endpoint_id::text)::int, @default_room::int) AS room
   FROM queues q
   WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(@skip::uuid[])
-    AND EXISTS (SELECT 1 FROM webhook_outbox o
-                WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND ` + dueHead + `)
+    AND (SELECT true FROM webhook_outbox o
+         WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND ` + dueHead + `
+         ORDER BY o.created_at, o.id LIMIT 1)
 ), env_ready AS (
   SELECT @env_room::int AS room
   WHERE @env::boolean AND @env_room::int > 0
-    AND EXISTS (SELECT 1 FROM webhook_outbox o
-                WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND ` + dueHead + `)
+    AND (SELECT true FROM webhook_outbox o
+         WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND ` + dueHead + `
+         ORDER BY o.created_at, o.id LIMIT 1)
 ), share AS (
   SELECT greatest(1, ceil(@limit::numeric / greatest(1, (SELECT count(*) FROM ready) + (SELECT count(*) FROM env_ready))))::int AS n
 ), picked AS (
