@@ -21,7 +21,8 @@ const queuesCTE = `queues(endpoint_id) AS (
 // ClaimSQL schedules by endpoint, not by row. It lists the endpoints with
 // pending deliveries (queuesCTE), drops those the worker cannot take now
 // (@skip: at their limit, or parked while their breaker is open), keeps
-// those whose head is due, and takes from each, through
+// those whose head is due (the @limit whose heads are oldest, when more are
+// ready than one claim can serve), and takes from each, through
 // webhook_outbox_queue_idx, at most its room (@room, a JSON object of
 // endpoint id to free slots, else @default_room) and at most an equal share
 // of @limit, oldest first, FOR UPDATE SKIP LOCKED. The rows of all queues
@@ -51,20 +52,22 @@ const queuesCTE = `queues(endpoint_id) AS (
 // expired without an outcome, and reclaims saturates rather than fail the
 // claim. "id = ANY(ARRAY(…))" gives the planner an index condition on the
 // primary key, whatever the generic plan guesses of the CTEs; a queue's
-// due head is a scalar subquery with LIMIT 1, not EXISTS, which a generic
-// plan may turn into a semi-join over every due row of every queue. more says
+// due head is a scalar subquery with LIMIT 1, which a generic plan cannot
+// turn into a semi-join over every due row of every queue. more says
 // that rows were left that this claim could have taken: a queue gave its
-// whole share with room left, or rows were locked and not chosen. A rotated
+// whole share with room left, more queues were ready than served, or rows
+// were locked and not chosen. A rotated
 // endpoint's previous secret is returned only while its grace period lasts
 // by the database clock.
-const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, ready AS (
-  SELECT q.endpoint_id, coalesce((@room::jsonb ->> q.endpoint_id::text)::int, @default_room::int) AS room
+const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
+  SELECT q.endpoint_id, coalesce((@room::jsonb ->> q.endpoint_id::text)::int, @default_room::int) AS room,
+         (SELECT o.created_at FROM webhook_outbox o
+          WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND ` + dueHead + `
+          ORDER BY o.created_at, o.id LIMIT 1) AS head
   FROM queues q
   WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(@skip::uuid[])
-    AND (SELECT true FROM webhook_outbox o
-         WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND ` + dueHead + `
-         ORDER BY o.created_at, o.id LIMIT 1)
-), env_ready AS (
+), ready AS (
+  SELECT endpoint_id, room FROM heads WHERE head IS NOT NULL AND room > 0 ORDER BY head LIMIT @limit), env_ready AS (
   SELECT @env_room::int AS room
   WHERE @env::boolean AND @env_room::int > 0
     AND (SELECT true FROM webhook_outbox o
@@ -157,6 +160,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, ready AS (
     o.endpoint_id, x.fan, o.fanout
 ), more AS (
   SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
+      OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
       OR EXISTS (SELECT 1 FROM picked p, share s WHERE p.rn = s.n AND s.n < p.room) AS more
 ), out AS (
   SELECT u.id, u.lease_token, u.delivery_id, u.event_type, u.payload, u.headers, u.attempt, u.created_at, u.reclaimed,

@@ -139,3 +139,55 @@ func TestClaimCostsNothingForABacklogItCannotTake(t *testing.T) {
 		t.Fatalf("first claim took %v (more %v), want the healthy delivery and 5 of the backlog", per, b.More)
 	}
 }
+
+// With more endpoints ready than one claim can serve, a claim takes one
+// row of each of the Limit endpoints whose heads are oldest and says more
+// is left (it may say so when none is: the next claim is then empty): every endpoint's first row goes out before any endpoint's
+// second, and a claim locks no more rows than it takes.
+func TestClaimRoundRobinOverManyEndpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	s, err := outbox.New(db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const endpoints, perEndpoint, limit = 30, 3, 10
+	var ids []string
+	for i := range endpoints {
+		ids = append(ids, endpoint(t, db, "e"+strconv.Itoa(i), true))
+	}
+	for round := range perEndpoint {
+		for i, id := range ids {
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id, created_at)
+				VALUES ('x', '{}', $1, now() - interval '1 minute' + ($2 * 100 + $3) * interval '1 millisecond')`, id, round, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	seen := map[string]int{}
+	for claim := range endpoints * perEndpoint / limit {
+		b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// More may be true on the last one too: a queue that gave its whole
+		// share may have had no row left.
+		if len(b.Rows) != limit || !b.More && claim < endpoints*perEndpoint/limit-1 {
+			t.Fatalf("claim %d: %d rows, more %v", claim, len(b.Rows), b.More)
+		}
+		round := claim * limit / endpoints
+		for _, r := range b.Rows {
+			if seen[r.EndpointName] != round {
+				t.Fatalf("claim %d: a row of %s, which had %d already, before every endpoint had %d", claim, r.EndpointName, seen[r.EndpointName], round)
+			}
+			seen[r.EndpointName]++
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE lease_token IS NOT NULL"); n != (claim+1)*limit {
+			t.Fatalf("after claim %d: %d rows leased, want %d", claim, n, (claim+1)*limit)
+		}
+	}
+	if b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25}); err != nil || len(b.Rows) != 0 || b.More {
+		t.Fatalf("last claim: %+v, %v", b, err)
+	}
+}
