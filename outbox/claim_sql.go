@@ -140,12 +140,15 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
   WHERE f.endpoint_id IS NOT NULL AND o.id = ANY(ARRAY(SELECT id FROM events))
   RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id
+), counts AS (
+  SELECT event_id, count(*)::int AS n FROM targets WHERE endpoint_id IS NOT NULL GROUP BY event_id
 ), taken AS (
   SELECT c.id, c.reclaimed, false AS fan, true AS lease, NULL::int AS n FROM chosen c
   UNION ALL
-  SELECT ev.id, ev.reclaimed, true, coalesce(env.lease, false),
-         (SELECT count(*) FROM targets t WHERE t.event_id = ev.id AND t.endpoint_id IS NOT NULL)::int
-  FROM events ev LEFT JOIN fits env ON env.event_id = ev.id AND env.endpoint_id IS NULL
+  SELECT ev.id, ev.reclaimed, true, coalesce(env.lease, false), coalesce(counts.n, 0)
+  FROM events ev
+    LEFT JOIN fits env ON env.event_id = ev.id AND env.endpoint_id IS NULL
+    LEFT JOIN counts ON counts.event_id = ev.id
 ), upd AS (
   UPDATE webhook_outbox o
   SET locked_until = CASE WHEN x.lease THEN now() + @lease_ms * interval '1 millisecond' END,
