@@ -77,7 +77,7 @@ func validCause(c Cause) bool {
 // wrapping ErrPending with their number; with force it moves them to the
 // dead-letter table, with their headers ("endpoint NAME removed"), returns
 // how many, and
-// deletes the endpoint (its processed rows go with it).
+// deletes the endpoint (its history stays until retention drops it).
 func (s *Store) Remove(ctx context.Context, name string, force bool) (moved int64, err error) {
 	r, err := s.db.RemoveEndpoint(ctx, name, force)
 	switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/fluxora/webhook-worker/webhook"
@@ -78,7 +79,8 @@ func (s *Store) deadLetterBroken(ctx context.Context, broken []Broken, tokens []
 	if err != nil {
 		return fmt.Errorf("dead-letter undecodable rows: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, deadLetterBrokenSQL, string(arg)); err != nil {
+	_, err = retryMoved(ctx, func() (pgconn.CommandTag, error) { return s.pool.Exec(ctx, deadLetterBrokenSQL, string(arg)) })
+	if err != nil {
 		return fmt.Errorf("dead-letter undecodable rows: %w", err)
 	}
 	return nil

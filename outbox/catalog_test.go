@@ -22,7 +22,8 @@ func deliveries(t *testing.T, db *testdb.DB, id string) {
 
 // Removing an endpoint leaves it and its rows alone while deliveries are
 // pending, unless forced; forced, every pending delivery, the leased one
-// too, goes to the dead letter with its event, endpoint and headers.
+// too, goes to the dead letter with its event, endpoint and headers, and
+// its history stays.
 func TestRemoveEndpoint(t *testing.T) {
 	t.Parallel()
 	s, db := setup(t)
@@ -49,8 +50,12 @@ func TestRemoveEndpoint(t *testing.T) {
 	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter WHERE headers->>'x-tenant' <> 't' || (payload->>'n')"); n != 0 {
 		t.Fatalf("%d dead letters with another event's headers", n)
 	}
-	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id = $1", id) + db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE id = $1", id); n != 0 {
-		t.Fatalf("%d rows of the removed endpoint left", n)
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND endpoint_id = $1", id) + db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE id = $1", id); n != 0 {
+		t.Fatalf("%d pending rows of the removed endpoint left", n)
+	}
+	// Its history stays until retention drops it (migration 013).
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed AND endpoint_id = $1", id); n != 1 {
+		t.Fatalf("%d processed rows of the removed endpoint kept, want 1", n)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id = $1", other); n != 3 {
 		t.Fatalf("the other endpoint's rows: %d of 3", n)

@@ -73,9 +73,37 @@ type Batch struct {
 // events among them, in one statement and one round trip. It returns an
 // empty Batch and no error when nothing is due.
 func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
+	type claimed struct {
+		b      Batch
+		tokens []webhook.Token
+	}
+	c, err := retryMoved(ctx, func() (claimed, error) {
+		b, tokens, err := s.claim(ctx, q)
+		return claimed{b, tokens}, err
+	})
+	if err != nil {
+		return Batch{}, err
+	}
+	b := c.b
+	// Pending deliveries of this fan-out are due at once.
+	b.More = b.More || b.Deliveries > b.Fresh
+	if len(b.Broken) > 0 {
+		// Its batch mates are leased already and go on.
+		b.BrokenErr = s.deadLetterBroken(ctx, b.Broken, c.tokens)
+	}
+	// UPDATE … RETURNING has no order of its own.
+	slices.SortFunc(b.Rows, func(a, b webhook.Delivery) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return b, nil
+}
+
+// claim runs ClaimSQL once and reads its rows; the tokens are those of
+// the batch's broken rows.
+func (s *Store) claim(ctx context.Context, q ClaimQuery) (Batch, []webhook.Token, error) {
 	rows, err := s.pool.Query(ctx, ClaimSQL, claimArgs(q))
 	if err != nil {
-		return Batch{}, fmt.Errorf("claim: %w", err)
+		return Batch{}, nil, fmt.Errorf("claim: %w", err)
 	}
 	var b Batch
 	var r webhook.Delivery
@@ -113,19 +141,9 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 		return nil
 	})
 	if err != nil {
-		return Batch{}, fmt.Errorf("claim: %w", err)
+		return Batch{}, nil, fmt.Errorf("claim: %w", err)
 	}
-	// Pending deliveries of this fan-out are due at once.
-	b.More = b.More || b.Deliveries > b.Fresh
-	if len(b.Broken) > 0 {
-		// Its batch mates are leased already and go on.
-		b.BrokenErr = s.deadLetterBroken(ctx, b.Broken, brokenTokens)
-	}
-	// UPDATE … RETURNING has no order of its own.
-	slices.SortFunc(b.Rows, func(a, b webhook.Delivery) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
-	return b, nil
+	return b, brokenTokens, nil
 }
 
 // claimArgs names ClaimSQL's parameters.

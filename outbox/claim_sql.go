@@ -50,7 +50,11 @@ const queuesCTE = `queues(endpoint_id) AS (
 // A disabled endpoint's rows are still taken (the dispatcher dead-letters
 // them with the reason); reclaimed is true for a row whose previous lease
 // expired without an outcome, and reclaims saturates rather than fail the
-// claim. "id = ANY(ARRAY(…))" gives the planner an index condition on the
+// claim. Every read and write of outbox rows says NOT processed, which
+// prunes the plan to the partition webhook_outbox_pending (migration 013)
+// at plan time, so that no statement here reads history; marking an event
+// processed moves it to its history partition in the same statement.
+// "id = ANY(ARRAY(…))" gives the planner an index condition on the
 // primary key, whatever the generic plan guesses of the CTEs; a queue's
 // due head is a scalar subquery with LIMIT 1, which a generic plan cannot
 // turn into a semi-join over every due row of every queue. more says
@@ -138,7 +142,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
          CASE WHEN f.lease THEN now() + @lease_ms * interval '1 millisecond' END,
          CASE WHEN f.lease THEN gen_random_uuid() END
   FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
-  WHERE f.endpoint_id IS NOT NULL AND o.id = ANY(ARRAY(SELECT id FROM events))
+  WHERE f.endpoint_id IS NOT NULL AND NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM events))
   RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id
 ), counts AS (
   SELECT event_id, count(*)::int AS n FROM targets WHERE endpoint_id IS NOT NULL GROUP BY event_id
@@ -158,7 +162,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
       processed = x.fan AND NOT @env::boolean,
       processed_at = CASE WHEN x.fan AND NOT @env::boolean THEN now() END
   FROM taken x
-  WHERE o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
+  WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
   RETURNING o.id, o.lease_token, o.delivery_id, o.event_type, o.payload, o.headers, o.attempt, o.created_at, x.reclaimed,
     o.endpoint_id, x.fan, o.fanout
 ), more AS (

@@ -77,8 +77,10 @@ INSERT INTO webhook_dead_letter (` + deadLetterColumns + `)
 SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL, left(format('endpoint %s removed', @name::text), 512)
 FROM moved`
 
-// removeEndpointSQL deletes the endpoint @id; its processed rows go with it
-// (the foreign key's ON DELETE CASCADE, migration 004).
+// removeEndpointSQL deletes the endpoint @id. Its pending rows would go
+// with it (the foreign key's ON DELETE CASCADE; removeDeliveriesSQL has
+// moved them already); its history (processed rows, attempts) stays until
+// retention drops its partition (migration 013).
 const removeEndpointSQL = `DELETE FROM webhook_endpoints WHERE id = @id`
 
 // Removed is what RemoveEndpoint did.

@@ -123,15 +123,21 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids})
+	done, err := retryMoved(ctx, func() (map[int64]bool, error) {
+		rows, err := s.pool.Query(ctx, RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids})
+		if err != nil {
+			return nil, fmt.Errorf("record outcomes: %w", err)
+		}
+		done := make(map[int64]bool, len(outcomes))
+		var id int64
+		_, err = pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
+		if err != nil {
+			return nil, fmt.Errorf("record outcomes: %w", err)
+		}
+		return done, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
-	}
-	done := make(map[int64]bool, len(outcomes))
-	var id int64
-	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
+		return nil, err
 	}
 	written = make([]bool, len(outcomes))
 	for i, o := range outcomes {

@@ -17,8 +17,10 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -44,3 +46,24 @@ const DueSQL = `NOT o.processed AND o.created_at <= now() AND (o.locked_until IS
 // writes, in this order: the event (delivery id, type, payload, headers),
 // its endpoint, the attempts made and the last status and error.
 const deadLetterColumns = `delivery_id, event_type, payload, headers, endpoint_id, attempts, last_status, last_error`
+
+// movedTries bounds how often a statement on pending rows runs again when
+// PostgreSQL refused it because a row it had read was meanwhile moved to
+// its history partition by a transaction that committed (SQLSTATE 40001,
+// "tuple to be locked was already moved to another partition due to
+// concurrent update"): a lease that expired while its holder recorded the
+// outcome, or an event fanned out by another worker's claim. The refused
+// statement changed nothing, and the next run no longer sees the row.
+const movedTries = 5
+
+// retryMoved runs f until it succeeds, fails otherwise, or has been
+// refused movedTries times.
+func retryMoved[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for i := 1; ; i++ {
+		v, err := f()
+		var pgErr *pgconn.PgError
+		if err == nil || i == movedTries || ctx.Err() != nil || !errors.As(err, &pgErr) || pgErr.Code != "40001" {
+			return v, err
+		}
+	}
+}

@@ -1,8 +1,13 @@
-// Package retention deletes processed outbox rows, and attempt history
-// (webhook_attempts), older than the retention period, in small batches, by at most one worker at a time (a
-// transaction-scoped advisory lock taken by each batch's transaction, which
-// works through PgBouncer in transaction mode too), so the outbox stays
-// small after months of traffic without long locks.
+// Package retention keeps the history (processed outbox rows and the
+// attempt history, webhook_attempts) in time partitions and removes it
+// after the retention period: it creates the partitions ahead of time,
+// drops each one whole once its newest possible row is past the retention,
+// and deletes in small batches the few rows of the default partitions
+// (those no time partition covered). Dropping a partition is one short
+// lock, not a DELETE: the outbox's pending rows, in their own partition,
+// never see it. Of several workers, one deletes at a time (a
+// transaction-scoped advisory lock taken by each batch's statement, which
+// works through PgBouncer in transaction mode too).
 package retention
 
 import (
@@ -25,24 +30,41 @@ const (
 	BatchSizeDefault = 1000
 	// IntervalMax caps the default interval between rounds.
 	IntervalMax = 5 * time.Minute
-	lockKey     = 0x666c75786f7262 // "fluxorb": one deleter across workers
+	// DailyFrom is the shortest retention kept in daily partitions;
+	// a shorter one is kept in hourly partitions.
+	DailyFrom = 48 * time.Hour
+	lockKey   = 0x666c75786f7262 // "fluxorb": one deleter across workers
 )
 
 // Config configures a Deleter.
 type Config struct {
 	// Pool supplies one connection per round. Required.
 	Pool *pgxpool.Pool
-	// Retention is how long processed rows are kept. Required (> 0).
+	// Retention is how long history is kept: a row is removed at least
+	// Retention after it was processed (or attempted), and at most one
+	// partition width later (PartitionWidth). 0 keeps it forever (the
+	// partitions are still made); negative is an error.
 	Retention time.Duration
-	// Interval between rounds. Defaults to min(Retention/10, IntervalMax).
+	// Interval between rounds. Defaults to min(Retention/10, IntervalMax),
+	// IntervalMax when Retention is 0.
 	Interval time.Duration
-	// BatchSize is the most rows per DELETE. Defaults to BatchSizeDefault.
+	// BatchSize is the most rows per DELETE of a default partition.
+	// Defaults to BatchSizeDefault.
 	BatchSize int
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// Registerer receives fluxora_webhook_retention_deleted_rows_total.
-	// Required.
+	// Registerer receives the retention's counters. Required.
 	Registerer prometheus.Registerer
+}
+
+// PartitionWidth is the width of the history's time partitions for a
+// retention: an hour below DailyFrom, a day from it on and when history
+// is kept forever (0).
+func PartitionWidth(retention time.Duration) time.Duration {
+	if retention > 0 && retention < DailyFrom {
+		return time.Hour
+	}
+	return 24 * time.Hour
 }
 
 // Deleter runs retention rounds, through the store's statements (package
@@ -52,6 +74,7 @@ type Deleter struct {
 	store    *outbox.Store
 	deleted  prometheus.Counter
 	attempts prometheus.Counter
+	dropped  prometheus.Counter
 }
 
 // New returns a Deleter or an error naming the bad field.
@@ -59,26 +82,45 @@ func New(cfg Config) (*Deleter, error) {
 	if cfg.Pool == nil || cfg.Registerer == nil {
 		return nil, errors.New("retention: Pool and Registerer are required")
 	}
-	if cfg.Retention <= 0 {
-		return nil, errors.New("retention: Retention must be positive")
+	if cfg.Retention < 0 {
+		return nil, errors.New("retention: Retention must not be negative")
 	}
 	store, err := outbox.New(cfg.Pool)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Interval = cmp.Or(cfg.Interval, min(cfg.Retention/10, IntervalMax))
+	cfg.Interval = cmp.Or(cfg.Interval, min(cfg.Retention/10, IntervalMax), IntervalMax)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	return &Deleter{cfg: cfg, store: store, deleted: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
+	f := promauto.With(cfg.Registerer)
+	return &Deleter{cfg: cfg, store: store, deleted: f.NewCounter(prometheus.CounterOpts{
 		Name: "fluxora_webhook_retention_deleted_rows_total",
-		Help: "Processed outbox rows deleted by retention.",
-	}), attempts: promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
+		Help: "Processed outbox rows deleted one by one by retention (those of the default partition; whole partitions are counted in retention_dropped_partitions_total).",
+	}), attempts: f.NewCounter(prometheus.CounterOpts{
 		Name: "fluxora_webhook_retention_deleted_attempts_total",
-		Help: "Rows of webhook_attempts (the attempt history) deleted by retention.",
+		Help: "Rows of webhook_attempts (the attempt history) deleted one by one by retention (those of the default partition).",
+	}), dropped: f.NewCounter(prometheus.CounterOpts{
+		Name: "fluxora_webhook_retention_dropped_partitions_total",
+		Help: "Time partitions of the history (processed outbox rows, attempts) dropped whole by retention.",
 	})}, nil
 }
 
-// Run deletes every Interval until ctx ends; the first round runs at once.
+// Prepare creates the time partitions the history needs from one
+// partition width ago to two widths ahead (the worker calls it before it
+// claims anything, and every round does again); it returns how many it
+// made. Rows no partition covers go to the default partitions, so a
+// failure here loses nothing.
+func (d *Deleter) Prepare(ctx context.Context) (int, error) {
+	w := PartitionWidth(d.cfg.Retention)
+	made, err := d.store.PrepareHistory(ctx, w, 2*w)
+	if err != nil {
+		return 0, fmt.Errorf("retention: %w", err)
+	}
+	return made, nil
+}
+
+// Run runs a round every Interval until ctx ends; the first round runs at
+// once.
 func (d *Deleter) Run(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
@@ -96,10 +138,33 @@ func (d *Deleter) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce deletes old processed rows, then old attempts, in batches until
-// none is left. skipped is true when another worker holds the retention
-// lock; the round then stops.
+// RunOnce prepares the partitions ahead, then, unless history is kept
+// forever, drops the partitions past the retention and deletes the old
+// rows of the default partitions (processed rows, then attempts) in
+// batches until none is left. deleted counts the rows deleted one by one;
+// skipped is true when another worker holds the retention lock, and the
+// round then stops.
 func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err error) {
+	if _, err := d.Prepare(ctx); err != nil {
+		return 0, false, err
+	}
+	if d.cfg.Retention == 0 {
+		return 0, false, nil
+	}
+	names, err := d.store.DropHistoryBefore(ctx, d.cfg.Retention)
+	if err != nil {
+		return 0, false, fmt.Errorf("retention: %w", err)
+	}
+	d.dropped.Add(float64(len(names)))
+	for _, name := range names {
+		d.cfg.Logger.Info("retention: dropped a history partition", "partition", name)
+	}
+	return d.deleteDefaults(ctx)
+}
+
+// deleteDefaults deletes, in batches, the default partitions' rows past
+// the retention.
+func (d *Deleter) deleteDefaults(ctx context.Context) (deleted int64, skipped bool, err error) {
 	steps := []struct {
 		what    string
 		batch   func(ctx context.Context, retention time.Duration, batch int, lockKey int64) (int64, bool, error)

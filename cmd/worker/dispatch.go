@@ -100,12 +100,15 @@ func (w *worker) Run(ctx context.Context) error {
 	case <-gctx.Done():
 		return listenRefusal(g.Wait())
 	}
+	// History's partitions before the first outcome; without them its rows
+	// go to the default partitions, so a failure is only worth a warning.
+	if _, err := w.ret.Prepare(gctx); err != nil && gctx.Err() == nil {
+		w.log.Warn("worker: history partitions not prepared", "error", err)
+	}
 	g.Go(func() error { return w.d.Run(gctx, work) })
 	g.Go(func() error { return w.hsh.Run(gctx) })
 	g.Go(func() error { return w.eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, w.cfg.DisableAfter) })
-	if w.ret != nil {
-		g.Go(func() error { return w.ret.Run(gctx) })
-	}
+	g.Go(func() error { return w.ret.Run(gctx) })
 	if err := w.serve(gctx, g); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ type worker struct {
 	hsh  *listener.Hush
 	eps  *endpoints.Store
 	d    *dispatcher.Dispatcher
-	ret  *retention.Deleter // nil: WEBHOOK_RETENTION=0 keeps processed rows
+	ret  *retention.Deleter // history's partitions; WEBHOOK_RETENTION=0 keeps them
 
 	closers []func() // run by Close, last first
 }
@@ -93,9 +93,7 @@ func (w *worker) build(ctx context.Context) error {
 	if err := w.newDispatcher(snd, gt); err != nil {
 		return err
 	}
-	if w.cfg.Retention > 0 {
-		w.ret, err = retention.New(retention.Config{Pool: w.pool, Retention: w.cfg.Retention, Logger: w.log, Registerer: w.reg})
-	}
+	w.ret, err = retention.New(retention.Config{Pool: w.pool, Retention: w.cfg.Retention, Logger: w.log, Registerer: w.reg})
 	return err
 }
 

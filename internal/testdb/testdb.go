@@ -139,8 +139,11 @@ func (db *DB) DropTimeRanges(t testing.TB) {
 	_, err := db.Pool.Exec(context.Background(), `DO $$
 DECLARE c record;
 BEGIN
-  FOR c IN SELECT conrelid::regclass AS tab, conname FROM pg_constraint WHERE conname LIKE 'webhook\_%\_range' LOOP
-    EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.tab, c.conname);
+  -- A partitioned table's first (its partitions lose theirs with it, or
+  -- keep their own copy, dropped next).
+  FOR c IN SELECT conrelid::regclass AS tab, conname FROM pg_constraint WHERE conname LIKE 'webhook\_%\_range'
+           ORDER BY (SELECT count(*) FROM pg_partition_ancestors(conrelid)) LOOP
+    EXECUTE format('ALTER TABLE %s DROP CONSTRAINT IF EXISTS %I', c.tab, c.conname);
   END LOOP;
 END $$`)
 	if err != nil {
