@@ -20,7 +20,8 @@ import (
 // prepareHistorySQL creates the partitions of both histories of width
 // @width_s seconds covering the slot before now and @ahead_s seconds
 // after it, by the database clock, less what exists (the SQL function
-// webhook_history_prepare: one creator at a time, writers go on); it
+// webhook_history_prepare: one creator at a time, each creation a brief
+// lock on the history's parent, waited for at most 500 ms); it
 // returns how many it made. A range whose rows already sit in the default
 // partition is left to it.
 const prepareHistorySQL = `SELECT

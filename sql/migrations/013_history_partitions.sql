@@ -61,11 +61,10 @@ $$;
 -- partition for each gap), so that workers with different widths, or the
 -- legacy partition's bound, never make two partitions overlap. It returns
 -- how many it created. One creator at a time (an advisory lock); each
--- partition is created empty and then attached, which takes only a SHARE
--- UPDATE EXCLUSIVE lock on p_parent (writers go on), and the default
--- partition's lock for the check that none of its rows belongs to the new
--- range: a gap whose range has rows in the default partition is left to it
--- (and to the batch deletes of retention) rather than failing the rest.
+-- creation holds p_parent's lock for a moment and waits for it at most
+-- 500 ms (the statement then fails, and the next round tries again); a gap
+-- whose range has rows in the default partition is left to it (and to the
+-- batch deletes of retention) rather than failing the rest.
 CREATE OR REPLACE FUNCTION webhook_history_prepare(p_parent regclass, p_width interval, p_from timestamptz, p_to timestamptz)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -87,12 +86,12 @@ BEGIN
         cur := s;
         FOR b IN SELECT lo, hi FROM webhook_partition_bounds(p_parent) WHERE lo < e AND hi > s ORDER BY lo LOOP
             IF b.lo > cur THEN
-                made := made + webhook_history_attach(p_parent, cur, b.lo);
+                made := made + webhook_history_create(p_parent, cur, b.lo);
             END IF;
             cur := greatest(cur, b.hi);
         END LOOP;
         IF cur < e THEN
-            made := made + webhook_history_attach(p_parent, cur, e);
+            made := made + webhook_history_create(p_parent, cur, e);
         END IF;
         s := e;
     END LOOP;
@@ -100,17 +99,20 @@ BEGIN
 END;
 $$;
 
--- webhook_history_attach creates one partition of p_parent for [p_lo, p_hi)
--- and attaches it; 0 when the default partition holds rows of that range
--- (SQLSTATE 23514), 1 when made.
-CREATE OR REPLACE FUNCTION webhook_history_attach(p_parent regclass, p_lo timestamptz, p_hi timestamptz)
+-- webhook_history_create creates one partition of p_parent for [p_lo, p_hi);
+-- 0 when the default partition holds rows of that range (SQLSTATE 23514),
+-- 1 when made. CREATE TABLE … PARTITION OF, not ATTACH: it takes p_parent's
+-- ACCESS EXCLUSIVE lock for the moment it takes (ahead of need, once a slot),
+-- where ATTACH's SHARE UPDATE EXCLUSIVE lets a statement plan meanwhile
+-- against the partitions without the new one and keep that plan cached
+-- (seen: a prepared count(*) missing the rows of the new partition).
+CREATE OR REPLACE FUNCTION webhook_history_create(p_parent regclass, p_lo timestamptz, p_hi timestamptz)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     name text := format('%s_p%s', (SELECT relname FROM pg_class WHERE oid = p_parent),
                         to_char(p_lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MI'));
 BEGIN
-    EXECUTE format('CREATE TABLE %I (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS) WITH (fillfactor = 100)', name, p_parent);
-    EXECUTE format('ALTER TABLE %s ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)', p_parent, name, p_lo, p_hi);
+    EXECUTE format('CREATE TABLE %I PARTITION OF %s FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 100)', name, p_parent, p_lo, p_hi);
     RETURN 1;
 EXCEPTION WHEN check_violation THEN
     RETURN 0;
