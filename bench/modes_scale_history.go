@@ -15,13 +15,23 @@ const (
 	// minute ago), the expired ones 8 to 10 days ago.
 	keptNewest, keptSpan       = time.Minute, 6 * day
 	expiredNewest, expiredSpan = 8 * day, 2 * day
-	// expiredPoll is how often the end of the mode counts the expired rows
-	// left, until none is or the deadline passes.
-	expiredPoll = time.Second
+	// expiredPoll is how often the end of the mode looks for an expired row
+	// left, until none is or the deadline, expiredWait plus expiredPerRow
+	// a row, passes.
+	expiredPoll   = time.Second
+	expiredWait   = time.Minute
+	expiredPerRow = 300 * time.Microsecond
 )
 
 // expiredCountSQL counts the processed rows past the 7-day retention.
 const expiredCountSQL = `SELECT count(*) FROM webhook_outbox WHERE processed AND processed_at < now() - interval '7 days'`
+
+// expiredLeftSQL says whether any is left: the poll's query. The oldest
+// processed_at is one probe of the partial index on processed_at (which
+// retention deletes through, oldest first), where a count, or an EXISTS
+// the planner runs as a sequential scan, would read the table every
+// second and slow the deletes down.
+const expiredLeftSQL = `SELECT coalesce((SELECT min(processed_at) FROM webhook_outbox WHERE processed) < now() - interval '7 days', false)`
 
 // outboxSizeSQL sums, over every partition if the outbox is partitioned
 // (pg_partition_tree has no rows for a plain table, hence the fallbacks),
@@ -134,8 +144,9 @@ func (s scaler) historyExpired(ctx context.Context, cons *endpointConsumer, id s
 	return err
 }
 
-// awaitExpiredGone runs the worker until no expired row is left, counting
-// them every expiredPoll, or until a deadline proportional to the rows.
+// awaitExpiredGone runs the worker until no expired row is left, looking
+// every expiredPoll, or until a deadline proportional to the rows, when it
+// counts those left.
 func (s scaler) awaitExpiredGone(ctx context.Context, first time.Time, out *ScaleHistory) error {
 	out.Left = out.ExpiredLeft
 	if out.Left == 0 {
@@ -147,24 +158,27 @@ func (s scaler) awaitExpiredGone(ctx context.Context, first time.Time, out *Scal
 		return err
 	}
 	defer p.Stop()
-	deadline := time.NewTimer(time.Minute + time.Duration(out.Expired)*200*time.Microsecond)
+	deadline := time.NewTimer(expiredWait + time.Duration(out.Expired)*expiredPerRow)
 	defer deadline.Stop()
 	tick := time.NewTicker(expiredPoll)
 	defer tick.Stop()
-	for out.Left > 0 {
+	for left := true; left; {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
 			out.GoneAfter = time.Since(first)
+			if err := s.pool.QueryRow(ctx, expiredCountSQL).Scan(&out.Left); err != nil {
+				return fmt.Errorf("count expired: %w", err)
+			}
 			return p.Stop()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err := s.pool.QueryRow(ctx, expiredCountSQL).Scan(&out.Left); err != nil {
-			return fmt.Errorf("count expired: %w", err)
+		if err := s.pool.QueryRow(ctx, expiredLeftSQL).Scan(&left); err != nil {
+			return fmt.Errorf("look for expired rows: %w", err)
 		}
 	}
-	out.Gone, out.GoneAfter = true, time.Since(first)
+	out.Gone, out.GoneAfter, out.Left = true, time.Since(first), 0
 	return p.Stop()
 }
 
