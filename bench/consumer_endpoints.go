@@ -227,7 +227,9 @@ func (c *endpointConsumer) record(s *endpointRun, name string, ev event, at time
 
 // await waits until every counted endpoint (see count) received n distinct
 // events in the current run (each event at most once per endpoint, so n
-// receipts each), or the deadline passes (errMissing) or ctx ends.
+// receipts each), or the deadline passes (errMissing) or ctx ends. A run
+// may be awaited more than once (a warm-up, then the measured events), one
+// await at a time.
 func (c *endpointConsumer) await(ctx context.Context, n int, timeout time.Duration) error {
 	c.mu.Lock()
 	s := c.run
@@ -236,12 +238,13 @@ func (c *endpointConsumer) await(ctx context.Context, n int, timeout time.Durati
 		c.mu.Unlock()
 		return nil
 	}
-	s.want = want
+	s.want, s.done = want, make(chan struct{})
+	done := s.done
 	c.mu.Unlock()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case <-s.done:
+	case <-done:
 		return nil
 	case <-t.C:
 		return fmt.Errorf("%w: %d of %d receipts after %s", errMissing, c.received(), want, timeout)

@@ -42,6 +42,11 @@ type options struct {
 	tunedConcurrency int
 	noisyDuration    time.Duration // noisy mode, each of its two runs
 	fanoutEvents     int
+	// The scale modes' sizes: stuck's pending rows (scale-backlog), the
+	// endpoints of scale-many, the processed rows within and past
+	// retention (scale-history).
+	scaleBacklog, scaleMany int
+	scaleKept, scaleExpired int
 	// pgbouncer runs the worker's DATABASE_URL and the producers through a
 	// private PgBouncer in transaction mode (latency and drain modes, the
 	// worker systems only); WEBHOOK_LISTEN_DATABASE_URL stays direct.
@@ -65,7 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	modes := fs.String("modes", strings.Join(allModes, ","), "comma-separated modes to run")
+	modes := fs.String("modes", strings.Join(allModes, ","), "comma-separated modes to run; the scale modes only when named (\"scale\": all of them)")
 	systems := fs.String("systems", strings.Join(allSystems, ","), "comma-separated systems to run")
 	fs.IntVar(&o.events, "events", 300, "latency mode: events, one every 10ms")
 	fs.IntVar(&o.pollEvents, "poll-events", 30, "latency mode: events for the poll-only system, spread over 1.1 poll intervals")
@@ -84,6 +89,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.tunedConcurrency, "tuned-concurrency", 200, "worker-tuned: WEBHOOK_CONCURRENCY")
 	fs.DurationVar(&o.noisyDuration, "noisy-duration", 20*time.Second, "noisy mode: how long each of its two runs inserts 100 events/s")
 	fs.IntVar(&o.fanoutEvents, "fanout-events", 200, "fanout mode: events, one every 20ms, each to 100 endpoints")
+	fs.IntVar(&o.scaleBacklog, "scale-backlog", 1_000_000, "scale-backlog: pending rows of the stuck endpoint")
+	fs.IntVar(&o.scaleMany, "scale-many", 1000, "scale-many: endpoints, one event each")
+	fs.IntVar(&o.scaleKept, "scale-history-kept", 3_000_000, "scale-history: processed rows within retention (7d)")
+	fs.IntVar(&o.scaleExpired, "scale-history-expired", 1_000_000, "scale-history: processed rows past retention (8-10 days old)")
 	fs.BoolVar(&o.pgbouncer, "pgbouncer", false, "worker DATABASE_URL and producers through a private PgBouncer in transaction mode (modes latency, drain; worker systems); default -modes latency,drain -systems worker-defaults,worker-tuned")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -99,15 +108,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	var err error
-	if o.modes, err = pick("-modes", *modes, allModes); err != nil {
+	if o.modes, err = pick("-modes", expandScale(*modes), knownModes); err != nil {
 		return o, err
 	}
 	if o.systems, err = pick("-systems", *systems, allSystems); err != nil {
 		return o, err
 	}
 	if o.events < 1 || o.pollEvents < 1 || o.retryEvents < 1 || o.backlog < 1 || o.tailBacklog < 1 ||
-		o.producers < 1 || o.costPairs < 1 || o.fanoutEvents < 1 {
-		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs and -fanout-events must be at least 1")
+		o.producers < 1 || o.costPairs < 1 || o.fanoutEvents < 1 || o.scaleBacklog < 1 || o.scaleMany < 1 ||
+		o.scaleKept < 1 || o.scaleExpired < 1 {
+		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs, -fanout-events " +
+			"and the -scale-* sizes must be at least 1")
 	}
 	if o.duration <= 0 || o.costDuration <= 0 || o.noisyDuration <= 0 {
 		return o, errors.New("-duration, -cost-duration and -noisy-duration must be positive")
@@ -117,6 +128,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-pgbouncer runs only the latency and drain modes of worker-defaults and worker-tuned")
 	}
 	return o, nil
+}
+
+// expandScale replaces the alias "scale" in a -modes list with every
+// scale mode.
+func expandScale(list string) string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == scaleAlias {
+			out = append(out, scaleModes...)
+			continue
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ",")
 }
 
 // pick parses a comma list, keeping known's order and rejecting unknowns.

@@ -25,7 +25,12 @@ const (
 	modeFanout   = "fanout"
 )
 
+// allModes are the modes run by default.
 var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry, modeTail, modeTailHang, modeNoisy, modeFanout}
+
+// knownModes are every mode -modes takes, in the order they run: the
+// default ones, then the scale modes (modes_scale.go).
+var knownModes = append(append([]string(nil), allModes...), scaleModes...)
 
 // latencyInterval is the gap between latency-mode events.
 const latencyInterval = 10 * time.Millisecond
@@ -370,6 +375,8 @@ func (r *runner) runMode(ctx context.Context, mode string, res *SystemResult) er
 		res.Noisy, err = r.noisy(ctx)
 	case modeFanout:
 		res.Fanout, err = r.fanout(ctx)
+	case modeScaleBacklog, modeScaleIdle, modeScaleFanout, modeScaleMany, modeScaleHistory:
+		err = r.scale(ctx, mode, res)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The endpoint modes (worker only: River has no endpoints). The worker runs
@@ -290,6 +292,14 @@ func (r *runner) endpointSession(ctx context.Context, cons *endpointConsumer, en
 // commit does not hold back the events after it. It returns every event's
 // commit, by i.
 func (r *runner) pace(ctx context.Context, n int, interval time.Duration, first int64) ([]commit, error) {
+	return r.paceWith(ctx, n, interval, first, r.sys.insert)
+}
+
+// inserter writes one event in a producer's transaction.
+type inserter func(ctx context.Context, tx pgx.Tx, ev event) error
+
+// paceWith is pace with insert writing each event.
+func (r *runner) paceWith(ctx context.Context, n int, interval time.Duration, first int64, insert inserter) ([]commit, error) {
 	start := time.Now()
 	commits := make([]commit, n)
 	errs := make([]error, paceLanes)
@@ -300,7 +310,7 @@ func (r *runner) pace(ctx context.Context, n int, interval time.Duration, first 
 				time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
 				t := time.Now()
 				ev := event{Seq: first + int64(i), T: t.UnixNano()}
-				if err := produce(ctx, r.pool, r.sys, ev); err != nil {
+				if err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error { return insert(ctx, tx, ev) }); err != nil {
 					errs[lane] = fmt.Errorf("insert: %w", err)
 					return
 				}

@@ -50,12 +50,12 @@ type TailResult struct {
 //   - river-defaults and poll-only skip the tail modes, which would take
 //     them far too long;
 //   - cost runs on the worker systems only: the trigger is theirs;
-//   - noisy and fanout run on the worker systems only: River has no
-//     endpoints (and poll-only would measure its poll).
+//   - noisy, fanout and the scale modes run on the worker systems only:
+//     River has no endpoints (and poll-only would measure its poll).
 func runsMode(sys system, mode string) bool {
 	tail := mode == modeTail || mode == modeTailHang
 	switch {
-	case mode == modeNoisy || mode == modeFanout:
+	case mode == modeNoisy || mode == modeFanout || slices.Contains(scaleModes, mode):
 		return sys.Worker()
 	case sys.Name() == sysRiver200:
 		return tail

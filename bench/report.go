@@ -34,6 +34,7 @@ type SystemResult struct {
 	TailHang   *TailResult       `json:"tail_hang,omitempty"`
 	Noisy      *NoisyResult      `json:"noisy,omitempty"`
 	Fanout     *FanoutResult     `json:"fanout,omitempty"`
+	Scale      *ScaleResult      `json:"scale,omitempty"`
 	Duplicates int               `json:"duplicates"` // deliveries of an already delivered event
 	Errors     map[string]string `json:"errors,omitempty"`
 }
@@ -45,6 +46,8 @@ func (o options) summary() map[string]any {
 		"producers": o.producers, "cost_pairs": o.costPairs, "cost_duration": o.costDuration.String(),
 		"tuned_batch": o.tunedBatch, "tuned_concurrency": o.tunedConcurrency,
 		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents, "pgbouncer": o.pgbouncer,
+		"scale_backlog": o.scaleBacklog, "scale_many": o.scaleMany, "scale_history_kept": o.scaleKept,
+		"scale_history_expired": o.scaleExpired,
 	}
 }
 
@@ -135,6 +138,7 @@ func writeModes(tw *tabwriter.Writer, rep *report) {
 	writeTail(tw, rep, fmt.Sprintf("TAIL-HANG  backlog drain; the consumer answers in 20 ms, one first attempt in 100 never (request timeout %s)",
 		hangTimeout), func(s SystemResult) *TailResult { return s.TailHang })
 	writeEndpointModes(tw, rep)
+	writeScale(tw, rep)
 }
 
 // writeTail prints a tail mode's section: steady = deliveries/s between the
@@ -213,6 +217,9 @@ func duplicates(rep *report) int {
 		if s.Fanout != nil {
 			n += s.Fanout.Duplicates
 		}
+		if s.Scale != nil {
+			n += s.Scale.Duplicates
+		}
 	}
 	return n
 }
@@ -229,6 +236,9 @@ func endpointBadSignatures(rep *report) int64 {
 		}
 		if s.Fanout != nil {
 			n += s.Fanout.BadSignatures + s.Fanout.Misrouted
+		}
+		if s.Scale != nil {
+			n += s.Scale.BadSignatures + s.Scale.Misrouted
 		}
 	}
 	return n

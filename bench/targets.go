@@ -29,6 +29,15 @@ const (
 	noisyFactorMax  = 2.0 // good endpoints' p99 with the hang, × their baseline p99
 	noisyP99Max     = 20 * time.Millisecond
 	fanoutP99Max    = 50 * time.Millisecond
+	// The scale targets: ratios to the scale baseline of the same run (one
+	// endpoint, empty table), and scale-many's bound.
+	scaleBacklogP99Max   = 1.5 // healthy's latency p99 beside stuck's backlog, × baseline p99
+	scaleBacklogDrainMin = 0.8 // healthy's drain beside it, × baseline drain
+	scaleIdleDrainMin    = 0.9
+	scaleFanoutMin       = 1.0 // fanned-out deliveries/s, × baseline drain
+	scaleManyMax         = 2 * time.Second
+	scaleHistoryP99Max   = 1.2
+	scaleHistoryDrainMin = 0.8
 )
 
 // targets checks every goal that the report has the data for; a mode that
@@ -73,7 +82,56 @@ func targets(rep *report) []Target {
 	}
 	out = append(out, drainTargets(by)...)
 	out = append(out, tailTargets(by)...)
-	return append(out, endpointTargets(rep.Systems)...)
+	out = append(out, endpointTargets(rep.Systems)...)
+	return append(out, scaleTargets(rep.Systems)...)
+}
+
+// scaleTargets checks every scale situation against the baseline of its
+// system: latency p99 at most, and drain rates at least, a factor of the
+// baseline's. Each needs nothing missing, in the baseline too, and no bad
+// signature or misrouted request.
+func scaleTargets(systems []SystemResult) []Target {
+	var out []Target
+	for _, s := range systems {
+		sc := s.Scale
+		if sc == nil || sc.Baseline == nil {
+			continue
+		}
+		b := sc.Baseline
+		clean := sc.BadSignatures+sc.Misrouted == 0
+		p99 := func(name string, l ScaleLatency, factor float64) {
+			out = append(out, Target{Name: fmt.Sprintf("%s latency p99 <= %.1f x baseline", name, factor), System: s.Name,
+				Value: fmt.Sprintf("%s vs %s ms (%sx)", ms(l.Latency.P99), ms(b.Latency.Latency.P99),
+					ratio(float64(l.Latency.P99), float64(b.Latency.Latency.P99))),
+				Pass: clean && l.Missing == 0 && b.Latency.Missing == 0 && l.Latency.N > 0 && b.Latency.Latency.N > 0 &&
+					float64(l.Latency.P99) <= factor*float64(b.Latency.Latency.P99)})
+		}
+		drain := func(name string, d ScaleDrain, factor float64) {
+			out = append(out, Target{Name: fmt.Sprintf("%s >= %.1f x baseline drain", name, factor), System: s.Name,
+				Value: fmt.Sprintf("%.0f vs %.0f/s (%sx)", d.PerSecond, b.Drain.PerSecond, ratio(d.PerSecond, b.Drain.PerSecond)),
+				Pass:  clean && d.Missing == 0 && b.Drain.Missing == 0 && b.Drain.PerSecond > 0 && d.PerSecond >= factor*b.Drain.PerSecond})
+		}
+		if k := sc.Backlog; k != nil {
+			p99(modeScaleBacklog, k.Latency, scaleBacklogP99Max)
+			drain(modeScaleBacklog+" drain", k.Drain, scaleBacklogDrainMin)
+		}
+		if d := sc.Idle; d != nil {
+			drain(modeScaleIdle+" drain", *d, scaleIdleDrainMin)
+		}
+		if f := sc.Fanout; f != nil {
+			drain(modeScaleFanout+" deliveries/s", f.Drain, scaleFanoutMin)
+		}
+		if m := sc.Many; m != nil {
+			out = append(out, Target{Name: fmt.Sprintf("%s COMMIT -> last of %d <= %s", modeScaleMany, m.Endpoints, scaleManyMax), System: s.Name,
+				Value: ms(m.Warm) + " ms", Pass: clean && m.Missing == 0 && m.Warm <= scaleManyMax})
+		}
+		if h := sc.History; h != nil {
+			p99(modeScaleHistory+" kept", h.KeptLatency, scaleHistoryP99Max)
+			drain(modeScaleHistory+" expired drain", h.ExpiredDrain, scaleHistoryDrainMin)
+			p99(modeScaleHistory+" expired", h.ExpiredLatency, scaleHistoryP99Max)
+		}
+	}
+	return out
 }
 
 // endpointTargets: in noisy, the good endpoints' after-commit p99 with
