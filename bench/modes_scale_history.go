@@ -184,10 +184,18 @@ func (s scaler) awaitExpiredGone(ctx context.Context, first time.Time, out *Scal
 
 // insertHistory inserts n processed rows, as years of traffic leave them,
 // in statements of at most insertChunk rows: processed_at spread evenly
-// from span+newest to newest ago, each created 100 ms before. Then VACUUM
-// (ANALYZE), as a real table would have been.
+// from span+newest to newest ago, each created 100 ms before, into the
+// daily partitions the worker would have made over that time, where the
+// schema has them. Then VACUUM (ANALYZE), as a real table would have been.
 func (s scaler) insertHistory(ctx context.Context, n int, newest, span time.Duration) error {
 	t := time.Now().UnixNano()
+	// The daily partitions a worker running through those days would have
+	// made (a schema with history partitions only: migration 013).
+	if _, err := s.pool.Exec(ctx, `SELECT webhook_history_prepare(p, interval '1 day', now() - make_interval(secs => $1::float8), now())
+		FROM unnest(ARRAY['webhook_outbox_history', 'webhook_attempts']) AS p
+		WHERE to_regproc('webhook_history_prepare') IS NOT NULL`, (newest + span).Seconds()); err != nil {
+		return fmt.Errorf("history partitions: %w", err)
+	}
 	for from := 0; from < n; from += insertChunk {
 		to := min(n, from+insertChunk)
 		if _, err := s.pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, created_at, processed, processed_at)
