@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
 )
 
 // History lives in time partitions: PrepareHistory makes them (again
@@ -119,4 +120,60 @@ func partitions(t *testing.T, db *testdb.DB) int {
 	t.Helper()
 	return db.Count(t, `SELECT (SELECT count(*) FROM webhook_partition_bounds('webhook_outbox_history'))
 		+ (SELECT count(*) FROM webhook_partition_bounds('webhook_attempts'))`)
+}
+
+// Dropping a partition held by a vacuum (here, a session holding the lock
+// a vacuum takes) waits for it without holding up the writers of the hot
+// path (statements on pending rows: NOT processed): rows are marked
+// processed, and so moved to history, meanwhile, and the drop goes through
+// once the lock is free.
+func TestHistoryDropWaitsForVacuumAlone(t *testing.T) {
+	t.Parallel()
+	s, db := setup(t)
+	ctx := context.Background()
+	if _, err := s.PrepareHistory(ctx, 24*time.Hour, 48*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, `SELECT webhook_history_prepare('webhook_outbox_history', interval '1 day', now() - interval '10 days', now() - interval '10 days' + interval '1 second')`)
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, processed, processed_at) VALUES ('old', '{}', true, now() - interval '10 days')`)
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) SELECT 'new', '{}' FROM generate_series(1, 5)`)
+	var old string
+	if err := db.Pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM webhook_outbox WHERE event_type = 'old'`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	vacuum, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vacuum.Rollback(ctx) //nolint:errcheck
+	if _, err := vacuum.Exec(ctx, "LOCK TABLE "+old+" IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		names []string
+		err   error
+	}
+	dropped := make(chan result, 1)
+	go func() {
+		names, err := s.DropHistoryBefore(ctx, 7*24*time.Hour)
+		dropped <- result{names, err}
+	}()
+	waitfor.True(t, 10*time.Second, "the drop waiting for the partition", func() bool {
+		return db.Count(t, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = $1::regclass`, old) == 1
+	})
+	writeCtx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	if _, err := db.Pool.Exec(writeCtx, `UPDATE webhook_outbox SET processed = true, processed_at = now() WHERE NOT processed AND event_type = 'new'`); err != nil {
+		t.Fatalf("a writer while the drop waits: %v", err)
+	}
+	if err := vacuum.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-dropped
+	if r.err != nil || !slices.Contains(r.names, old) {
+		t.Fatalf("drop: %v, %v; want %s dropped", r.names, r.err, old)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM webhook_outbox WHERE processed AND event_type = 'new'`); n != 5 {
+		t.Fatalf("%d rows marked, want 5", n)
+	}
 }

@@ -33,7 +33,10 @@ const (
 	// DailyFrom is the shortest retention kept in daily partitions;
 	// a shorter one is kept in hourly partitions.
 	DailyFrom = 48 * time.Hour
-	lockKey   = 0x666c75786f7262 // "fluxorb": one deleter across workers
+	// RetryAfter is how soon a round that failed (a partition's lock not
+	// had in time, say) is tried again, when Interval is longer.
+	RetryAfter = 30 * time.Second
+	lockKey    = 0x666c75786f7262 // "fluxorb": one deleter across workers
 )
 
 // Config configures a Deleter.
@@ -119,22 +122,25 @@ func (d *Deleter) Prepare(ctx context.Context) (int, error) {
 	return made, nil
 }
 
-// Run runs a round every Interval until ctx ends; the first round runs at
-// once.
+// Run runs a round every Interval until ctx ends, and RetryAfter after a
+// round that failed; the first round runs at once.
 func (d *Deleter) Run(ctx context.Context) error {
-	t := time.NewTicker(d.cfg.Interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		if n, skipped, err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Warn("retention: round failed", "error", err)
-		} else if n > 0 {
-			d.cfg.Logger.Info("retention: deleted processed rows", "rows", n, "skipped", skipped)
-		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
+		next := d.cfg.Interval
+		if n, skipped, err := d.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Warn("retention: round failed; trying again soon", "error", err)
+			next = min(next, RetryAfter)
+		} else if n > 0 {
+			d.cfg.Logger.Info("retention: deleted processed rows", "rows", n, "skipped", skipped)
+		}
+		t.Reset(next)
 	}
 }
 

@@ -121,18 +121,23 @@ $$;
 
 -- webhook_history_drop drops the partitions of p_parent whose every row is
 -- older than p_before (their upper bound is at or before it), oldest first,
--- and returns their names. Dropping a partition takes its parent's ACCESS
--- EXCLUSIVE lock for a moment: the wait for it is cut at 500 ms (the
--- statement then fails, and the next round tries again), so that writers
--- never queue long behind it.
+-- and returns their names. It first locks the partition itself, waiting up
+-- to 5 s: nobody writes to an old partition, but a vacuum of it (after a
+-- bulk load, or against wraparound) holds it, and autovacuum gives way
+-- only after deadlock_timeout (1 s by default); writers never queue behind
+-- that wait. Then the drop takes the parent's ACCESS EXCLUSIVE lock for a
+-- moment, and that wait is cut at 500 ms (the statement then fails, and
+-- retention tries again soon), so that writers never queue long behind it.
 CREATE OR REPLACE FUNCTION webhook_history_drop(p_parent regclass, p_before timestamptz)
 RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     b record;
 BEGIN
-    PERFORM set_config('lock_timeout', '500ms', true);
     PERFORM pg_advisory_xact_lock(hashtext('fluxora_history'), 1);
     FOR b IN SELECT part, part::text AS name FROM webhook_partition_bounds(p_parent) WHERE hi <= p_before ORDER BY hi LOOP
+        PERFORM set_config('lock_timeout', '5s', true);
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', b.part);
+        PERFORM set_config('lock_timeout', '500ms', true);
         EXECUTE format('DROP TABLE %s', b.part);
         RETURN NEXT b.name;
     END LOOP;
