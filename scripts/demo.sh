@@ -10,6 +10,10 @@
 # shows the record of its delivery. Last, hardening (issue 20): a time, an
 # address and an age the worker cannot handle are refused where they are
 # given, and an endpoint URL spelling 127.0.0.1 as one number is delivered to.
+# Then scale (issue 22): an endpoint that takes 10 s to answer, with 20,000
+# deliveries pending, holds back no event of another endpoint, and the rows
+# live in the outbox's partitions: pending ones in webhook_outbox_pending,
+# history in a partition of the day.
 # Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +23,7 @@ ADMIN_URL=${DEMO_ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=
 DB=fluxora_demo
 BILLING_ADDR=${DEMO_BILLING_ADDR:-127.0.0.1:8089}
 AUDIT_ADDR=${DEMO_AUDIT_ADDR:-127.0.0.1:8090}
+DOWN_ADDR=${DEMO_DOWN_ADDR:-127.0.0.1:8091}
 METRICS_ADDR=${DEMO_METRICS_ADDR:-127.0.0.1:9464}
 RUN=$(mktemp -d)
 
@@ -124,4 +129,24 @@ if [ "${AUDIT_ADDR%:*}" = 127.0.0.1 ]; then
   [ "$(verified "$RUN/audit.log")" -eq 6 ] || { echo "demo FAILED: audit did not receive event 7 at 2130706433"; cat "$RUN/worker.log"; exit 1; }
   tail -n 1 "$RUN/audit.log"
 fi
-echo "== demo OK: billing received 3, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret"
+
+echo "== scale (issue 22): endpoint 'down' takes 10 s to answer (until the worker's timeout) and has 20,000 deliveries pending; a new event for billing is not held back"
+bin/worker endpoints add --name down --url "http://$DOWN_ADDR/hooks" --events nothing.else >"$RUN/down.add"
+WEBHOOK_SECRET=$(secret_of "$RUN/down.add") bin/sample-consumer -addr "$DOWN_ADDR" -honor-delay >"$RUN/down.log" 2>&1 & pids+=($!)
+psql -q "$DATABASE_URL" -c "INSERT INTO webhook_outbox (event_type, payload, endpoint_id)
+  SELECT 'stream.updated', jsonb_build_object('delay_ms', 10000, 'n', g), e.id FROM webhook_endpoints e, generate_series(1, 20000) g WHERE e.name = 'down'"
+sleep 1 # let the worker take down's first rows: they hang
+before=$(verified "$RUN/billing.log")
+start=$(date +%s%N)
+psql -q "$DATABASE_URL" -c "INSERT INTO webhook_outbox (event_type, payload, endpoint_id) SELECT 'invoice.paid', '{\"invoice\": 8}', id FROM webhook_endpoints WHERE name = 'billing'"
+for _ in $(seq 1 200); do
+  [ "$(verified "$RUN/billing.log")" -gt "$before" ] && break
+  sleep 0.01
+done
+[ "$(verified "$RUN/billing.log")" -gt "$before" ] || { echo "demo FAILED: billing did not receive its event beside down's backlog"; cat "$RUN/worker.log"; exit 1; }
+echo "   billing received it in $(( ($(date +%s%N) - start) / 1000000 )) ms, with 20,000 rows of down's ahead of it"
+echo "== where the rows live: pending ones in webhook_outbox_pending, the history in a partition of the day (retention drops it whole)"
+psql "$DATABASE_URL" -c "SELECT tableoid::regclass AS partition, count(*) AS rows FROM webhook_outbox GROUP BY 1 ORDER BY 1"
+echo "== worker endpoints remove down --force: its pending deliveries go to the dead letter"
+bin/worker endpoints remove down --force
+echo "== demo OK: billing received 4, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret; billing served beside a backlog of 20,000"
