@@ -16,12 +16,16 @@ import (
 	"github.com/fluxora/webhook-worker/internal/waitfor"
 )
 
-// soakDuration is how long TestSoak runs: FLUXORA_SOAK (a Go duration), or
-// one minute, which keeps CI within a few minutes.
+// soakDuration is how long TestSoak runs: FLUXORA_SOAK (a Go duration, at
+// least 30 s), or 30 s, which keeps scripts/test.sh within two minutes. A
+// slot is a tenth of the run, so the run's length mostly sets the steady
+// traffic between faults, not their number: 30 s injects six faults (each
+// of the five kinds, then the first again) and takes six samples, one
+// minute (the former default) seven, five minutes nine.
 func soakDuration(t *testing.T) time.Duration {
 	v := os.Getenv("FLUXORA_SOAK")
 	if v == "" {
-		return time.Minute
+		return 30 * time.Second
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 30*time.Second {
