@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -70,9 +71,19 @@ func latencies(t *testing.T, c *consumer, sent map[string]time.Time, timeout tim
 // `{op="check"}`) from a /metrics page; absent counts as 0.
 func metricValue(t *testing.T, base, sample string) float64 {
 	t.Helper()
+	v, err := scrapeMetric(base, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// scrapeMetric is metricValue returning its error, for a goroutine other
+// than the test's.
+func scrapeMetric(base, sample string) (float64, error) {
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
-		t.Fatalf("scrape: %v", err)
+		return 0, fmt.Errorf("scrape: %w", err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -81,12 +92,12 @@ func metricValue(t *testing.T, base, sample string) float64 {
 		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("scrape %s: %v", sample, err)
+				return 0, fmt.Errorf("scrape %s: %w", sample, err)
 			}
-			return f
+			return f, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // gateErrors is the worker's count of gate calls that failed (and so
