@@ -6,14 +6,20 @@ const dueHead = `o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_u
 
 // queuesCTE lists the endpoints that have pending deliveries, one probe of
 // webhook_outbox_queue_idx per endpoint (a loose index scan): what it costs
-// grows with the endpoints that have rows, never with the rows.
+// grows with the endpoints that have rows, never with the rows. The step
+// says no "endpoint_id IS NOT NULL" (the strict > implies it, which is
+// enough for the partial index): statistics taken while the table held
+// only events (or nothing) give that clause no rows, so LIMIT 1 saved the
+// index scan nothing and the planner read the whole table once per
+// endpoint instead (custom and generic plans alike: 40 ms a claim over 10
+// queues, 330 ms over 1,000; now 1.5 ms and 8 ms).
 const queuesCTE = `queues(endpoint_id) AS (
   (SELECT o.endpoint_id FROM webhook_outbox o
    WHERE NOT o.processed AND o.endpoint_id IS NOT NULL
    ORDER BY o.endpoint_id LIMIT 1)
   UNION ALL
   SELECT (SELECT o.endpoint_id FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND o.endpoint_id > q.endpoint_id
+          WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id
           ORDER BY o.endpoint_id LIMIT 1)
   FROM queues q WHERE q.endpoint_id IS NOT NULL
 )`

@@ -191,3 +191,56 @@ func TestClaimRoundRobinOverManyEndpoints(t *testing.T) {
 		t.Fatalf("last claim: %+v, %v", b, err)
 	}
 }
+
+// The loose index scan over the queues keeps to webhook_outbox_queue_idx
+// whatever the statistics say of endpoint_id: taken while the table held
+// only events (every endpoint_id NULL; an emptied table keeps them), they gave the
+// step's "endpoint_id IS NOT NULL" no rows, so its LIMIT 1 saved the index
+// scan nothing and the planner read the whole partition once per queue
+// instead (custom and generic plans alike).
+func TestClaimListsQueuesOnTheIndexWithStaleStatistics(t *testing.T) {
+	t.Parallel()
+	const queues = 200
+	for _, tc := range []struct {
+		name    string
+		emptied bool // TRUNCATE then ANALYZE: the statistics of the events stay
+	}{
+		{"analyzed with events only", false},
+		{"analyzed with events, then emptied", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.New(t)
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (name, url, secret)
+				SELECT 'q' || g, 'https://h.example.com/' || g, 'whsec_x' FROM generate_series(1, $1::int) g`, queues); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, created_at)
+				SELECT 'e', '{}', now() + interval '1 hour' FROM generate_series(1, 2000)`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Pool.Exec(ctx, "ANALYZE webhook_outbox"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.emptied {
+				if _, err := db.Pool.Exec(ctx, "TRUNCATE webhook_outbox; ANALYZE webhook_outbox"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Ten rows a queue, then no ANALYZE: autovacuum's comes later.
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id)
+				SELECT 'e', '{}', e.id FROM webhook_endpoints e, generate_series(1, 10)`); err != nil {
+				t.Fatal(err)
+			}
+			args := pgx.NamedArgs{"limit": "10", "lease_ms": "30000", "skip": "'{}'::uuid[]", "room": "'{}'::jsonb",
+				"default_room": "25", "env_room": "0", "env": "false"}
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				buffers, plan := buffersOf(t, db, args, mode)
+				if strings.Contains(plan, "Seq Scan on webhook_outbox") || buffers > 20*queues {
+					t.Errorf("%s: a claim over %d queues touched %d buffers (bound %d):\n%s", mode, queues, buffers, 20*queues, plan)
+				}
+			}
+		})
+	}
+}
