@@ -244,3 +244,52 @@ func TestClaimListsQueuesOnTheIndexWithStaleStatistics(t *testing.T) {
 		})
 	}
 }
+
+// A thousand endpoints with one row each (scale-many): a claim of 100
+// takes one row of each of the 100 endpoints whose rows are oldest, and
+// ten claims take them all, each listing the queues once.
+func TestClaimManyEndpointsOneRowEach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	s, err := outbox.New(db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const endpoints, limit = 1000, 100
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (name, url, secret)
+		SELECT 'm' || g, 'https://h.example.com/' || g, 'whsec_x' FROM generate_series(1, $1::int) g`, endpoints); err != nil {
+		t.Fatal(err)
+	}
+	// Row n is the n-th oldest; the endpoints' ids are in no such order.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id, created_at)
+		SELECT 'x', jsonb_build_object('n', n), id, now() - interval '1 hour' + n * interval '1 millisecond'
+		FROM (SELECT id, row_number() OVER (ORDER BY name) AS n FROM webhook_endpoints) e`); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for claim := range endpoints / limit {
+		b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Rows) != limit || !b.More && claim < endpoints/limit-1 {
+			t.Fatalf("claim %d: %d rows, more %v", claim, len(b.Rows), b.More)
+		}
+		for _, r := range b.Rows {
+			if seen[r.EndpointName] {
+				t.Fatalf("claim %d: a second row of %s", claim, r.EndpointName)
+			}
+			seen[r.EndpointName] = true
+		}
+		// The oldest first: every row of this claim is older than any left.
+		if n := db.Count(t, `SELECT count(*) FROM webhook_outbox l, webhook_outbox p
+			WHERE l.lease_token IS NOT NULL AND p.lease_token IS NULL AND NOT l.processed AND NOT p.processed
+			AND l.created_at > p.created_at`); n != 0 {
+			t.Fatalf("claim %d: %d pairs of a leased row younger than a pending one", claim, n)
+		}
+	}
+	if b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25}); err != nil || len(b.Rows) != 0 {
+		t.Fatalf("last claim: %d rows, %v", len(b.Rows), err)
+	}
+}
