@@ -233,3 +233,37 @@ func equalQuery(a, b Query) bool {
 	return a.Limit == b.Limit && a.SkipEnv == b.SkipEnv && slices.Equal(a.Skip, b.Skip) && a.DefaultRoom == b.DefaultRoom &&
 		a.EnvRoom == b.EnvRoom && maps.Equal(a.Room, b.Room)
 }
+
+// BatchSize bounds the first claim after a quiet moment; while claims
+// leave rows (a full claim, or More), the next takes every free slot; a
+// claim that leaves nothing brings BatchSize back.
+func TestClaimSize(t *testing.T) {
+	t.Parallel()
+	rows := func(from, to int64) []Row {
+		var out []Row
+		for id := from; id <= to; id++ {
+			out = append(out, tableRow(id, 1))
+		}
+		return out
+	}
+	snd, started, release := blocking()
+	st := &fakeStore{}
+	st.push(
+		claimStep{batch: rowsOf(rows(1, 10)...)},                          // full: rows left
+		claimStep{batch: Batch{Rows: rows(11, 15), Taken: 5, More: true}}, // More
+		claimStep{batch: rowsOf(rows(16, 17)...)},                         // nothing left
+	)
+	h := run(t, st, snd, Config{Concurrency: 100, BatchSize: 10, EndpointConcurrency: 100})
+	receive(t, started, 17)
+	waitUntil(t, "a claim after the drain", func() bool { return len(st.claimQueries()) >= 4 })
+	close(release)
+	waitUntil(t, "the rows recorded", func() bool { return st.has(1, 10, 11, 15, 16, 17) })
+	h.stop(t)
+	var limits []int
+	for _, q := range st.claimQueries()[:4] {
+		limits = append(limits, q.Limit)
+	}
+	if want := []int{10, 90, 85, 10}; !slices.Equal(limits, want) {
+		t.Errorf("claim limits %v, want %v (BatchSize, then every free slot while rows are left, then BatchSize)", limits, want)
+	}
+}
