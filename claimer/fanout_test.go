@@ -160,6 +160,24 @@ func TestFanOut(t *testing.T) {
 		}
 	})
 
+	t.Run("a lone event fanned out and leased whole: no more is left", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			newEndpoint(t, db, "k"+strconv.Itoa(i))
+		}
+		db.Insert(t, "x", `{}`)
+		// One event fits a claim of ten; More would cost an empty claim
+		// (and the hush's busy) for every event of a sparse stream.
+		if b := claimQ(t, c, claimer.Query{DefaultRoom: 25}); b.FannedOut != 1 || b.Fresh != 10 || b.More {
+			t.Fatalf("claim: %+v", b)
+		}
+	})
+
 	t.Run("events for one endpoint each: as many events as the limit", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
