@@ -236,7 +236,7 @@ func equalQuery(a, b Query) bool {
 
 // BatchSize bounds the first claim after a quiet moment; while claims
 // leave rows (a full claim, or More), the next takes every free slot; a
-// claim that leaves nothing brings BatchSize back.
+// claim that leaves nothing, or finds nothing, brings BatchSize back.
 func TestClaimSize(t *testing.T) {
 	t.Parallel()
 	rows := func(from, to int64) []Row {
@@ -246,24 +246,45 @@ func TestClaimSize(t *testing.T) {
 		}
 		return out
 	}
-	snd, started, release := blocking()
-	st := &fakeStore{}
-	st.push(
-		claimStep{batch: rowsOf(rows(1, 10)...)},                          // full: rows left
-		claimStep{batch: Batch{Rows: rows(11, 15), Taken: 5, More: true}}, // More
-		claimStep{batch: rowsOf(rows(16, 17)...)},                         // nothing left
-	)
-	h := run(t, st, snd, Config{Concurrency: 100, BatchSize: 10, EndpointConcurrency: 100})
-	receive(t, started, 17)
-	waitUntil(t, "a claim after the drain", func() bool { return len(st.claimQueries()) >= 4 })
-	close(release)
-	waitUntil(t, "the rows recorded", func() bool { return st.has(1, 10, 11, 15, 16, 17) })
-	h.stop(t)
-	var limits []int
-	for _, q := range st.claimQueries()[:4] {
-		limits = append(limits, q.Limit)
-	}
-	if want := []int{10, 90, 85, 10}; !slices.Equal(limits, want) {
-		t.Errorf("claim limits %v, want %v (BatchSize, then every free slot while rows are left, then BatchSize)", limits, want)
+	for _, tc := range []struct {
+		name   string
+		steps  []claimStep
+		sent   int
+		limits []int // of the first claims
+	}{
+		{
+			name: "full, then More, then less than asked and no More",
+			steps: []claimStep{
+				{batch: rowsOf(rows(1, 10)...)},
+				{batch: Batch{Rows: rows(11, 15), Taken: 5, More: true}},
+				{batch: rowsOf(rows(16, 17)...)},
+			},
+			sent: 17, limits: []int{10, 90, 85, 10},
+		},
+		{
+			name:  "full, then nothing",
+			steps: []claimStep{{batch: rowsOf(rows(1, 10)...)}, {}},
+			sent:  10, limits: []int{10, 90, 10},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			snd, started, release := blocking()
+			st := &fakeStore{}
+			st.push(tc.steps...)
+			h := run(t, st, snd, Config{Concurrency: 100, BatchSize: 10, EndpointConcurrency: 100})
+			receive(t, started, tc.sent)
+			waitUntil(t, "the claims", func() bool { return len(st.claimQueries()) >= len(tc.limits) })
+			close(release)
+			waitUntil(t, "the rows recorded", func() bool { return st.has(1, int64(tc.sent)) })
+			h.stop(t)
+			var limits []int
+			for _, q := range st.claimQueries()[:len(tc.limits)] {
+				limits = append(limits, q.Limit)
+			}
+			if !slices.Equal(limits, tc.limits) {
+				t.Errorf("claim limits %v, want %v", limits, tc.limits)
+			}
+		})
 	}
 }

@@ -62,6 +62,7 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		claims++
 		d.fannedOut(b)
 		if b.Taken == 0 {
+			d.backlog = false
 			break
 		}
 		d.claimed(ctx, work, b.Rows)
