@@ -74,8 +74,8 @@ type Config struct {
 	// Pool supplies the connections for claims and records; each holds a
 	// connection only for one statement. Required.
 	Pool *pgxpool.Pool
-	// BatchSize is the most rows one Claim takes. Defaults to
-	// BatchSizeDefault (10).
+	// BatchSize is the most rows of a Claim whose Query has no Limit.
+	// Defaults to BatchSizeDefault (10).
 	BatchSize int
 	// Lease is how long, by the database clock, a claim holds its rows:
 	// longer than the worst case from the claim to the recorded outcome
@@ -117,7 +117,8 @@ func New(cfg Config) (*Claimer, error) {
 
 // Query is what one Claim takes.
 type Query struct {
-	// Limit is the most rows; <= 0 or over BatchSize means BatchSize.
+	// Limit is the most rows (the dispatcher's free slots bound it);
+	// <= 0 means BatchSize.
 	Limit int
 	// Skip lists endpoints (uuid text) whose rows the claim leaves alone
 	// and unread: those at their limit in this worker, or parked.
@@ -138,7 +139,7 @@ type Query struct {
 // empty Batch and no error when nothing is due.
 func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	limit := q.Limit
-	if limit <= 0 || limit > c.batchSize {
+	if limit <= 0 {
 		limit = c.batchSize
 	}
 	return c.store.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: c.lease, Skip: q.Skip, Room: q.Room,

@@ -2,6 +2,7 @@ package claimer_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -108,6 +109,115 @@ func TestFanOut(t *testing.T) {
 		}
 		if b := claimQ(t, c, claimer.Query{}); len(b.Rows) != 1 {
 			t.Fatalf("third claim: %+v", b)
+		}
+	})
+
+	t.Run("an event's deliveries are all leased when their rooms allow; no more events than the limit can lease", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			newEndpoint(t, db, "k"+strconv.Itoa(i))
+		}
+		for range 6 {
+			db.Insert(t, "x", `{}`)
+		}
+		// A claim of ten fans out one event, all ten of its deliveries
+		// leased; the other five events are left as they were.
+		b := claimQ(t, c, claimer.Query{DefaultRoom: 25})
+		if b.FannedOut != 1 || b.Deliveries != 10 || b.Fresh != 10 || len(b.Rows) != 10 || !b.More {
+			t.Fatalf("claim of 10: %+v", b)
+		}
+		per := map[string]int{}
+		for _, r := range b.Rows {
+			per[r.EndpointName]++
+		}
+		if len(per) != 10 {
+			t.Fatalf("leased per endpoint %v, want one for each of the ten", per)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL AND NOT processed AND lease_token IS NULL"); n != 0 {
+			t.Fatalf("%d deliveries left pending, want none", n)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND fanout IS NULL AND NOT processed AND lease_token IS NULL"); n != 5 {
+			t.Fatalf("%d events untouched, want 5", n)
+		}
+		// A claim of forty: four events, forty deliveries, all leased.
+		b = claimQ(t, c, claimer.Query{Limit: 40, DefaultRoom: 25})
+		if b.FannedOut != 4 || b.Deliveries != 40 || b.Fresh != 40 || len(b.Rows) != 40 {
+			t.Fatalf("claim of 40: %+v", b)
+		}
+		// A claim smaller than one event's fan-out still fans it out (fan-out
+		// never stalls): what does not fit is left pending.
+		b = claimQ(t, c, claimer.Query{Limit: 3, DefaultRoom: 25})
+		if b.FannedOut != 1 || b.Deliveries != 10 || b.Fresh != 3 || !b.More {
+			t.Fatalf("claim of 3: %+v", b)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL AND NOT processed AND lease_token IS NULL"); n != 7 {
+			t.Fatalf("%d deliveries left pending, want 7", n)
+		}
+	})
+
+	t.Run("a lone event fanned out and leased whole: no more is left", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			newEndpoint(t, db, "k"+strconv.Itoa(i))
+		}
+		db.Insert(t, "x", `{}`)
+		// One event fits a claim of ten; More would cost an empty claim
+		// (and the hush's busy) for every event of a sparse stream.
+		if b := claimQ(t, c, claimer.Query{DefaultRoom: 25}); b.FannedOut != 1 || b.Fresh != 10 || b.More {
+			t.Fatalf("claim: %+v", b)
+		}
+	})
+
+	t.Run("events for one endpoint each: as many events as the limit", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		newEndpoint(t, db, "a", "x")
+		newEndpoint(t, db, "b", "y")
+		for range 8 {
+			db.Insert(t, "x", `{}`)
+			db.Insert(t, "y", `{}`)
+		}
+		b := claimQ(t, c, claimer.Query{DefaultRoom: 25})
+		if b.FannedOut != 10 || b.Deliveries != 10 || b.Fresh != 10 || !b.More {
+			t.Fatalf("claim: %+v", b)
+		}
+	})
+
+	t.Run("deliveries to a skipped endpoint are made pending and count for nothing", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		newEndpoint(t, db, "a")
+		b := newEndpoint(t, db, "b")
+		db.Insert(t, "x", `{}`, `{}`, `{}`)
+		got := claimQ(t, c, claimer.Query{Limit: 2, Skip: []string{b}, DefaultRoom: 25})
+		if got.FannedOut != 2 || got.Deliveries != 4 || got.Fresh != 2 || !got.More {
+			t.Fatalf("claim: %+v", got)
+		}
+		for _, r := range got.Rows {
+			if r.EndpointName != "a" {
+				t.Fatalf("a skipped endpoint's delivery leased: %+v", r)
+			}
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id = $1 AND NOT processed AND lease_token IS NULL", b); n != 2 {
+			t.Fatalf("%d of b's deliveries pending, want 2", n)
 		}
 	})
 

@@ -242,3 +242,58 @@ func equalQuery(a, b Query) bool {
 	return a.Limit == b.Limit && a.SkipEnv == b.SkipEnv && slices.Equal(a.Skip, b.Skip) && a.DefaultRoom == b.DefaultRoom &&
 		a.EnvRoom == b.EnvRoom && maps.Equal(a.Room, b.Room)
 }
+
+// BatchSize bounds the first claim after a quiet moment; while claims
+// leave rows (a full claim, or More), the next takes every free slot; a
+// claim that leaves nothing, or finds nothing, brings BatchSize back.
+func TestClaimSize(t *testing.T) {
+	t.Parallel()
+	rows := func(from, to int64) []Row {
+		var out []Row
+		for id := from; id <= to; id++ {
+			out = append(out, tableRow(id, 1))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		steps  []claimStep
+		sent   int
+		limits []int // of the first claims
+	}{
+		{
+			name: "full, then More, then less than asked and no More",
+			steps: []claimStep{
+				{batch: rowsOf(rows(1, 10)...)},
+				{batch: Batch{Rows: rows(11, 15), Taken: 5, More: true}},
+				{batch: rowsOf(rows(16, 17)...)},
+			},
+			sent: 17, limits: []int{10, 90, 85, 10},
+		},
+		{
+			name:  "full, then nothing",
+			steps: []claimStep{{batch: rowsOf(rows(1, 10)...)}, {}},
+			sent:  10, limits: []int{10, 90, 10},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			snd, started, release := blocking()
+			st := &fakeStore{}
+			st.push(tc.steps...)
+			h := run(t, st, snd, Config{Concurrency: 100, BatchSize: 10, EndpointConcurrency: 100})
+			receive(t, started, tc.sent)
+			waitUntil(t, "the claims", func() bool { return len(st.claimQueries()) >= len(tc.limits) })
+			close(release)
+			waitUntil(t, "the rows recorded", func() bool { return st.has(1, int64(tc.sent)) })
+			h.stop(t)
+			var limits []int
+			for _, q := range st.claimQueries()[:len(tc.limits)] {
+				limits = append(limits, q.Limit)
+			}
+			if !slices.Equal(limits, tc.limits) {
+				t.Errorf("claim limits %v, want %v", limits, tc.limits)
+			}
+		})
+	}
+}

@@ -71,7 +71,10 @@ type Config struct {
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 
-	// BatchSize is the most rows per claim. Defaults to 10.
+	// BatchSize is the most rows of a claim after a quiet moment (the
+	// first claim, or one after a claim that left nothing): while claims
+	// leave rows behind (full, or More), the next takes up to every free
+	// slot instead. Defaults to 10.
 	BatchSize int
 	// Concurrency is the number of delivery slots: rows held at once.
 	// Defaults to 100.
@@ -141,6 +144,7 @@ type Dispatcher struct {
 	parked    map[string]time.Time // endpoints not claimed for until then (a gate deferred them)
 	active    map[string]time.Time // when each endpoint's rows were last claimed
 	starved   bool                 // the last drain stopped with rows perhaps left (no slot, cooldown)
+	backlog   bool                 // the last claim left rows: the next takes every free slot (claimSize)
 	lastClaim time.Time
 
 	due     *time.Timer

@@ -18,11 +18,13 @@ const claimErrorDelay = 500 * time.Millisecond
 // count as busy (see drain).
 const busyGap = 5 * time.Millisecond
 
-// drain claims while slots are free and rows keep coming. A claim that
-// cannot fill a whole batch waits for ClaimCooldown after the previous
-// claim, so that under saturation the slots freed meanwhile are claimed for
-// together. A recheck that finds nothing moves on to the next, longer
-// recheck delay; any claim that finds rows restarts the sequence.
+// drain claims while slots are free and rows keep coming. A claim takes
+// at most BatchSize rows, or every free slot while the claim before it
+// left rows (claimSize). A claim that cannot fill a whole batch waits for
+// ClaimCooldown after the previous claim, so that under saturation the
+// slots freed meanwhile are claimed for together. A recheck that finds
+// nothing moves on to the next, longer recheck delay; any claim that finds
+// rows restarts the sequence.
 func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 	d.collectFreed()
 	d.starved = false
@@ -33,7 +35,7 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 			d.starved = true
 			break
 		}
-		limit := min(d.cfg.BatchSize, free)
+		limit := d.claimSize(free)
 		if wait := d.lastClaim.Add(d.cfg.ClaimCooldown).Sub(d.cfg.Now()); limit < d.cfg.BatchSize && wait > 0 {
 			d.starved = true
 			d.cool.Reset(wait)
@@ -48,6 +50,7 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		d.lastClaim = d.cfg.Now()
 		d.sweep.Reset(d.cfg.SweepInterval)
 		if err != nil {
+			d.backlog = false
 			if ctx.Err() == nil {
 				d.m.claimErrors.Inc()
 				d.log.Warn("dispatcher: claim failed; trying again", "error", err, "retry_in", claimErrorDelay)
@@ -59,13 +62,14 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		claims++
 		d.fannedOut(b)
 		if b.Taken == 0 {
+			d.backlog = false
 			break
 		}
 		d.claimed(ctx, work, b.Rows)
 		claimed += b.Taken + b.Fresh
 		// Rows left (a queue gave its whole share, a fan-out made pending
-		// deliveries): claim again at once.
-		if b.Taken < q.Limit && !b.More {
+		// deliveries or left events): claim again at once.
+		if d.backlog = b.Taken >= q.Limit || b.More; !d.backlog {
 			break
 		}
 	}
@@ -78,6 +82,19 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 	case recheck:
 		d.step = -1
 	}
+}
+
+// claimSize is the most rows the next claim takes: BatchSize, the first
+// round trip after a quiet moment, which keeps a sparse stream's claims
+// short; every free slot while the last claim left rows, so that a backlog
+// is leased in as few statements as the slots allow (a claim costs little
+// more for 100 rows than for 10: the queues are listed and their heads
+// read once either way).
+func (d *Dispatcher) claimSize(free int) int {
+	if d.backlog {
+		return free
+	}
+	return min(d.cfg.BatchSize, free)
 }
 
 // collectFreed counts the slots given back since the loop last looked.

@@ -191,3 +191,105 @@ func TestClaimRoundRobinOverManyEndpoints(t *testing.T) {
 		t.Fatalf("last claim: %+v, %v", b, err)
 	}
 }
+
+// The loose index scan over the queues keeps to webhook_outbox_queue_idx
+// whatever the statistics say of endpoint_id: taken while the table held
+// only events (every endpoint_id NULL; an emptied table keeps them), they gave the
+// step's "endpoint_id IS NOT NULL" no rows, so its LIMIT 1 saved the index
+// scan nothing and the planner read the whole partition once per queue
+// instead (custom and generic plans alike).
+func TestClaimListsQueuesOnTheIndexWithStaleStatistics(t *testing.T) {
+	t.Parallel()
+	const queues = 200
+	for _, tc := range []struct {
+		name    string
+		emptied bool // TRUNCATE then ANALYZE: the statistics of the events stay
+	}{
+		{"analyzed with events only", false},
+		{"analyzed with events, then emptied", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.New(t)
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (name, url, secret)
+				SELECT 'q' || g, 'https://h.example.com/' || g, 'whsec_x' FROM generate_series(1, $1::int) g`, queues); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, created_at)
+				SELECT 'e', '{}', now() + interval '1 hour' FROM generate_series(1, 2000)`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Pool.Exec(ctx, "ANALYZE webhook_outbox"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.emptied {
+				if _, err := db.Pool.Exec(ctx, "TRUNCATE webhook_outbox; ANALYZE webhook_outbox"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Ten rows a queue, then no ANALYZE: autovacuum's comes later.
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id)
+				SELECT 'e', '{}', e.id FROM webhook_endpoints e, generate_series(1, 10)`); err != nil {
+				t.Fatal(err)
+			}
+			args := pgx.NamedArgs{"limit": "10", "lease_ms": "30000", "skip": "'{}'::uuid[]", "room": "'{}'::jsonb",
+				"default_room": "25", "env_room": "0", "env": "false"}
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				buffers, plan := buffersOf(t, db, args, mode)
+				if strings.Contains(plan, "Seq Scan on webhook_outbox") || buffers > 20*queues {
+					t.Errorf("%s: a claim over %d queues touched %d buffers (bound %d):\n%s", mode, queues, buffers, 20*queues, plan)
+				}
+			}
+		})
+	}
+}
+
+// A thousand endpoints with one row each (scale-many): a claim of 100
+// takes one row of each of the 100 endpoints whose rows are oldest, and
+// ten claims take them all, each listing the queues once.
+func TestClaimManyEndpointsOneRowEach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	s, err := outbox.New(db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const endpoints, limit = 1000, 100
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (name, url, secret)
+		SELECT 'm' || g, 'https://h.example.com/' || g, 'whsec_x' FROM generate_series(1, $1::int) g`, endpoints); err != nil {
+		t.Fatal(err)
+	}
+	// Row n is the n-th oldest; the endpoints' ids are in no such order.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id, created_at)
+		SELECT 'x', jsonb_build_object('n', n), id, now() - interval '1 hour' + n * interval '1 millisecond'
+		FROM (SELECT id, row_number() OVER (ORDER BY name) AS n FROM webhook_endpoints) e`); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for claim := range endpoints / limit {
+		b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Rows) != limit || !b.More && claim < endpoints/limit-1 {
+			t.Fatalf("claim %d: %d rows, more %v", claim, len(b.Rows), b.More)
+		}
+		for _, r := range b.Rows {
+			if seen[r.EndpointName] {
+				t.Fatalf("claim %d: a second row of %s", claim, r.EndpointName)
+			}
+			seen[r.EndpointName] = true
+		}
+		// The oldest first: every row of this claim is older than any left.
+		if n := db.Count(t, `SELECT count(*) FROM webhook_outbox l, webhook_outbox p
+			WHERE l.lease_token IS NOT NULL AND p.lease_token IS NULL AND NOT l.processed AND NOT p.processed
+			AND l.created_at > p.created_at`); n != 0 {
+			t.Fatalf("claim %d: %d pairs of a leased row younger than a pending one", claim, n)
+		}
+	}
+	if b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25}); err != nil || len(b.Rows) != 0 {
+		t.Fatalf("last claim: %d rows, %v", len(b.Rows), err)
+	}
+}
