@@ -186,7 +186,8 @@ func (s scaler) awaitExpiredGone(ctx context.Context, first time.Time, out *Scal
 // in statements of at most insertChunk rows: processed_at spread evenly
 // from span+newest to newest ago, each created 100 ms before, into the
 // daily partitions the worker would have made over that time, where the
-// schema has them. Then VACUUM (ANALYZE), as a real table would have been.
+// schema has them. Then VACUUM (ANALYZE), as a real table would have been,
+// and CHECKPOINT, as a real table's history is long written out.
 func (s scaler) insertHistory(ctx context.Context, n int, newest, span time.Duration) error {
 	t := time.Now().UnixNano()
 	// The daily partitions a worker running through those days would have
@@ -206,7 +207,16 @@ func (s scaler) insertHistory(ctx context.Context, n int, newest, span time.Dura
 			return fmt.Errorf("insert history: %w", err)
 		}
 	}
-	return s.analyze(ctx, true)
+	if err := s.analyze(ctx, true); err != nil {
+		return err
+	}
+	// History written long ago is on disk: without a checkpoint the runs
+	// would share the machine with writing out the rows just inserted
+	// (hundreds of MiB), which no real table's history costs.
+	if _, err := s.pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
 }
 
 // outboxSize measures the outbox's size on disk (outboxSizeSQL).

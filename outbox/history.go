@@ -30,13 +30,16 @@ const prepareHistorySQL = `SELECT
   + webhook_history_prepare('webhook_attempts', @width_s * interval '1 second',
     now() - @width_s * interval '1 second', now() + @ahead_s * interval '1 second')`
 
-// dropHistorySQL drops every partition of both histories whose upper
-// bound is at least @retention_ms milliseconds ago by the database clock,
-// oldest first (webhook_history_drop: each drop holds its parent's lock for
-// a moment, and waits at most 500 ms for it), and returns their names.
-const dropHistorySQL = `SELECT d.name FROM webhook_history_drop('webhook_outbox_history', now() - @retention_ms * interval '1 millisecond') AS d(name)
-UNION ALL
-SELECT d.name FROM webhook_history_drop('webhook_attempts', now() - @retention_ms * interval '1 millisecond') AS d(name)`
+// dropHistorySQL drops the oldest partition of @parent (one of
+// historyParents) whose upper bound is at least @retention_ms milliseconds
+// ago by the database clock, and returns its name, NULL when there is none
+// (webhook_history_drop: one partition a statement, so that no transaction
+// holds one parent's lock while it waits for another's; the parent's lock
+// held for a moment, and waited for at most 500 ms).
+const dropHistorySQL = `SELECT webhook_history_drop(@parent::regclass, now() - @retention_ms * interval '1 millisecond')`
+
+// historyParents are the partitioned tables of history, by time.
+var historyParents = [...]string{"webhook_outbox_history", "webhook_attempts"}
 
 // PrepareHistory creates the missing time partitions of width width
 // (seconds, at least a minute) from one width before now to ahead after
@@ -50,16 +53,22 @@ func (s *Store) PrepareHistory(ctx context.Context, width, ahead time.Duration) 
 }
 
 // DropHistoryBefore drops the time partitions whose every row was
-// processed (or attempted) more than retention ago and returns their
-// names.
+// processed (or attempted) more than retention ago, one statement each,
+// and returns their names; on an error, those dropped before it.
 func (s *Store) DropHistoryBefore(ctx context.Context, retention time.Duration) ([]string, error) {
-	rows, err := s.pool.Query(ctx, dropHistorySQL, pgx.NamedArgs{"retention_ms": retention.Milliseconds()})
-	if err != nil {
-		return nil, fmt.Errorf("drop history partitions: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("drop history partitions: %w", err)
+	var names []string
+	for _, parent := range historyParents {
+		for {
+			var name *string
+			err := s.pool.QueryRow(ctx, dropHistorySQL, pgx.NamedArgs{"parent": parent, "retention_ms": retention.Milliseconds()}).Scan(&name)
+			if err != nil {
+				return names, fmt.Errorf("drop history partitions of %s: %w", parent, err)
+			}
+			if name == nil {
+				break
+			}
+			names = append(names, *name)
+		}
 	}
 	return names, nil
 }

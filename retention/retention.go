@@ -158,12 +158,12 @@ func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err
 		return 0, false, nil
 	}
 	names, err := d.store.DropHistoryBefore(ctx, d.cfg.Retention)
-	if err != nil {
-		return 0, false, fmt.Errorf("retention: %w", err)
-	}
 	d.dropped.Add(float64(len(names)))
 	for _, name := range names {
 		d.cfg.Logger.Info("retention: dropped a history partition", "partition", name)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("retention: %w", err)
 	}
 	return d.deleteDefaults(ctx)
 }

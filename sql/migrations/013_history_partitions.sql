@@ -119,28 +119,35 @@ EXCEPTION WHEN check_violation THEN
 END;
 $$;
 
--- webhook_history_drop drops the partitions of p_parent whose every row is
--- older than p_before (their upper bound is at or before it), oldest first,
--- and returns their names. It first locks the partition itself, waiting up
--- to 5 s: nobody writes to an old partition, but a vacuum of it (after a
--- bulk load, or against wraparound) holds it, and autovacuum gives way
--- only after deadlock_timeout (1 s by default); writers never queue behind
--- that wait. Then the drop takes the parent's ACCESS EXCLUSIVE lock for a
--- moment, and that wait is cut at 500 ms (the statement then fails, and
--- retention tries again soon), so that writers never queue long behind it.
+-- webhook_history_drop drops the oldest partition of p_parent whose every
+-- row is older than p_before (its upper bound is at or before it) and
+-- returns its name, or NULL when there is none. One partition a call,
+-- each call its own transaction: a transaction that had dropped one
+-- partition would hold that parent's lock while it waited for the next
+-- (a record statement holding webhook_attempts and waiting for
+-- webhook_outbox_history made a deadlock of it). It first locks the
+-- partition itself, waiting up to 5 s: nobody writes to an old partition,
+-- but a vacuum of it (after a bulk load, or against wraparound) holds it,
+-- and autovacuum gives way only after deadlock_timeout (1 s by default);
+-- writers never queue behind that wait. Then the drop takes the parent's
+-- ACCESS EXCLUSIVE lock for a moment, and that wait is cut at 500 ms (the
+-- statement then fails, and retention tries again soon), so that writers
+-- never queue long behind it.
 CREATE OR REPLACE FUNCTION webhook_history_drop(p_parent regclass, p_before timestamptz)
-RETURNS SETOF text LANGUAGE plpgsql AS $$
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     b record;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('fluxora_history'), 1);
-    FOR b IN SELECT part, part::text AS name FROM webhook_partition_bounds(p_parent) WHERE hi <= p_before ORDER BY hi LOOP
-        PERFORM set_config('lock_timeout', '5s', true);
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', b.part);
-        PERFORM set_config('lock_timeout', '500ms', true);
-        EXECUTE format('DROP TABLE %s', b.part);
-        RETURN NEXT b.name;
-    END LOOP;
+    SELECT part, part::text AS name INTO b FROM webhook_partition_bounds(p_parent) WHERE hi <= p_before ORDER BY hi LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM set_config('lock_timeout', '5s', true);
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', b.part);
+    PERFORM set_config('lock_timeout', '500ms', true);
+    EXECUTE format('DROP TABLE %s', b.part);
+    RETURN b.name;
 END;
 $$;
 
