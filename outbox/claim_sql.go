@@ -49,12 +49,14 @@ const queuesCTE = `queues(endpoint_id) AS (
 // event's headers. So a claim makes about as many deliveries as it may
 // lease, whatever each event fans out to: ten events of ten endpoints each
 // made a hundred rows in a claim of ten, ninety of them pending for later
-// claims (two statements a delivery instead of one). It locks one event
-// more than can fit (fan_cap: every event makes a delivery at least for
+// claims (two statements a delivery instead of one). It locks no more
+// events than can fit (fan_cap: every event makes a delivery at least for
 // each endpoint not skipped subscribed to every type, and for @env; 40
-// locked to fan out 4 cost a sixth of the claim), so that more says
-// whether events are left without a claim to find out; the events locked
-// past the budget are left as they were. A delivery that fits (its
+// locked to fan out 4 cost a sixth of the claim), and when it locked as
+// many as can fit, more looks (without a lock, one probe of
+// webhook_outbox_events_idx past them) for another due event, so
+// that a lone event leased whole does not cost an empty claim; the events
+// locked past the budget are left as they were. A delivery that fits (its
 // endpoint's room left after the queue rows, and @limit left after every
 // queue row and every older delivery that fits its room, oldest event
 // first) is inserted leased and returned with the queue rows (fresh): one
@@ -132,7 +134,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   FROM webhook_outbox o
   WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND ` + dueHead + `
   ORDER BY o.created_at, o.id
-  LIMIT (SELECT n + 1 FROM fan_cap)
+  LIMIT (SELECT n FROM fan_cap)
   FOR UPDATE SKIP LOCKED
 ), subscribed AS (
   SELECT l.id AS event_id, e.id AS endpoint_id, e.id <> ALL(@skip::uuid[]) AS takes
@@ -148,7 +150,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
       LEFT JOIN (SELECT event_id, count(*) FILTER (WHERE takes) AS n FROM subscribed GROUP BY event_id) m ON m.event_id = l.id
     WINDOW w AS (ORDER BY l.created_at, l.id)
   ) x
-  WHERE x.k <= (SELECT n FROM fan_cap) AND (x.k = 1 OR x.upto <= @limit)
+  WHERE x.k = 1 OR x.upto <= @limit
 ), targets AS (
   SELECT ev.id AS event_id, ev.created_at, ev.id AS event_order, s.endpoint_id
   FROM events ev JOIN subscribed s ON s.event_id = ev.id
@@ -199,7 +201,12 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
       OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
       OR EXISTS (SELECT 1 FROM picked p, share s WHERE p.rn = s.n AND s.n < p.room)
-      OR (SELECT count(*) FROM locked) > (SELECT count(*) FROM events) AS more
+      OR (SELECT count(*) FROM locked) > (SELECT count(*) FROM events)
+      OR (SELECT count(*) FROM locked) = (SELECT n FROM fan_cap) AND coalesce((
+        SELECT true FROM webhook_outbox o
+        WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND ` + dueHead + `
+          AND o.id <> ALL(ARRAY(SELECT id FROM locked))
+        ORDER BY o.created_at, o.id LIMIT 1), false) AS more
 ), out AS (
   SELECT u.id, u.lease_token, u.delivery_id, u.event_type, u.payload, u.headers, u.attempt, u.created_at, u.reclaimed,
          u.endpoint_id, u.fan, u.fanout, false AS fresh
