@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,13 +31,18 @@ const prepareHistorySQL = `SELECT
   + webhook_history_prepare('webhook_attempts', @width_s * interval '1 second',
     now() - @width_s * interval '1 second', now() + @ahead_s * interval '1 second')`
 
-// dropHistorySQL drops the oldest partition of @parent (one of
+// detachHistorySQL detaches the oldest partition of @parent (one of
 // historyParents) whose upper bound is at least @retention_ms milliseconds
 // ago by the database clock, and returns its name, NULL when there is none
-// (webhook_history_drop: one partition a statement, so that no transaction
-// holds one parent's lock while it waits for another's; the parent's lock
-// held for a moment, and waited for at most 500 ms).
-const dropHistorySQL = `SELECT webhook_history_drop(@parent::regclass, now() - @retention_ms * interval '1 millisecond')`
+// (webhook_history_detach: one partition a statement, so that no
+// transaction holds one parent's lock while it waits for another's; the
+// parent's lock held for a catalog change, and waited for at most 500 ms).
+const detachHistorySQL = `SELECT webhook_history_detach(@parent::regclass, now() - @retention_ms * interval '1 millisecond')`
+
+// dropDetachedSQL drops every detached history partition, those a worker
+// detached and did not drop before it stopped too, and returns their
+// names: their files go without a lock of the history's parents.
+const dropDetachedSQL = `SELECT webhook_history_drop_detached()`
 
 // historyParents are the partitioned tables of history, by time.
 var historyParents = [...]string{"webhook_outbox_history", "webhook_attempts"}
@@ -52,23 +58,38 @@ func (s *Store) PrepareHistory(ctx context.Context, width, ahead time.Duration) 
 	return made, nil
 }
 
-// DropHistoryBefore drops the time partitions whose every row was
+// DropHistoryBefore detaches the time partitions whose every row was
 // processed (or attempted) more than retention ago, one statement each,
-// and returns their names; on an error, those dropped before it.
+// then drops them, and returns the names of the tables dropped.
 func (s *Store) DropHistoryBefore(ctx context.Context, retention time.Duration) ([]string, error) {
-	var names []string
+	var err error
 	for _, parent := range historyParents {
-		for {
-			var name *string
-			err := s.pool.QueryRow(ctx, dropHistorySQL, pgx.NamedArgs{"parent": parent, "retention_ms": retention.Milliseconds()}).Scan(&name)
-			if err != nil {
-				return names, fmt.Errorf("drop history partitions of %s: %w", parent, err)
-			}
-			if name == nil {
-				break
-			}
-			names = append(names, *name)
+		if err = s.detachAll(ctx, parent, retention); err != nil {
+			break
 		}
 	}
-	return names, nil
+	// What was detached goes, also when a later detach failed.
+	rows, qerr := s.pool.Query(ctx, dropDetachedSQL)
+	if qerr != nil {
+		return nil, errors.Join(err, fmt.Errorf("drop detached history partitions: %w", qerr))
+	}
+	names, qerr := pgx.CollectRows(rows, pgx.RowTo[string])
+	if qerr != nil {
+		return names, errors.Join(err, fmt.Errorf("drop detached history partitions: %w", qerr))
+	}
+	return names, err
+}
+
+// detachAll detaches the partitions of parent past retention.
+func (s *Store) detachAll(ctx context.Context, parent string, retention time.Duration) error {
+	for {
+		var name *string
+		err := s.pool.QueryRow(ctx, detachHistorySQL, pgx.NamedArgs{"parent": parent, "retention_ms": retention.Milliseconds()}).Scan(&name)
+		if err != nil {
+			return fmt.Errorf("detach history partitions of %s: %w", parent, err)
+		}
+		if name == nil {
+			return nil
+		}
+	}
 }

@@ -177,3 +177,27 @@ func TestHistoryDropWaitsForVacuumAlone(t *testing.T) {
 		t.Fatalf("%d rows marked, want 5", n)
 	}
 }
+
+// A partition detached and not dropped (a worker stopped between the two
+// statements) is dropped by the next round, and nothing else is.
+func TestHistoryDropsWhatWasLeftDetached(t *testing.T) {
+	t.Parallel()
+	s, db := setup(t)
+	ctx := context.Background()
+	if _, err := s.PrepareHistory(ctx, 24*time.Hour, 48*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var left string
+	if err := db.Pool.QueryRow(ctx, `SELECT part::text FROM webhook_partition_bounds('webhook_attempts') ORDER BY hi DESC LIMIT 1`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "ALTER TABLE webhook_attempts DETACH PARTITION "+left)
+	exec(t, db, "CREATE TABLE webhook_attempts_pnotours (x int)")
+	dropped, err := s.DropHistoryBefore(ctx, 7*24*time.Hour)
+	if err != nil || !slices.Equal(dropped, []string{left}) {
+		t.Fatalf("drop: %v, %v; want [%s]", dropped, err, left)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM pg_class WHERE relname = $1`, left) + db.Count(t, `SELECT count(*) FROM pg_class WHERE relname = 'webhook_attempts_pnotours'`); n != 1 {
+		t.Fatalf("%d of the left partition and the other table, want the other table alone", n)
+	}
+}

@@ -119,21 +119,23 @@ EXCEPTION WHEN check_violation THEN
 END;
 $$;
 
--- webhook_history_drop drops the oldest partition of p_parent whose every
--- row is older than p_before (its upper bound is at or before it) and
--- returns its name, or NULL when there is none. One partition a call,
--- each call its own transaction: a transaction that had dropped one
--- partition would hold that parent's lock while it waited for the next
--- (a record statement holding webhook_attempts and waiting for
+-- webhook_history_detach detaches the oldest partition of p_parent whose
+-- every row is older than p_before (its upper bound is at or before it)
+-- and returns its name, or NULL when there is none; the table is then
+-- dropped by webhook_history_drop_detached, in a statement of its own, so
+-- that removing its files holds no lock of the parent. One partition a
+-- call, each call its own transaction: a transaction that had detached one
+-- would hold that parent's lock while it waited for the next (a record
+-- statement holding webhook_attempts and waiting for
 -- webhook_outbox_history made a deadlock of it). It first locks the
 -- partition itself, waiting up to 5 s: nobody writes to an old partition,
 -- but a vacuum of it (after a bulk load, or against wraparound) holds it,
 -- and autovacuum gives way only after deadlock_timeout (1 s by default);
--- writers never queue behind that wait. Then the drop takes the parent's
--- ACCESS EXCLUSIVE lock for a moment, and that wait is cut at 500 ms (the
--- statement then fails, and retention tries again soon), so that writers
--- never queue long behind it.
-CREATE OR REPLACE FUNCTION webhook_history_drop(p_parent regclass, p_before timestamptz)
+-- writers never queue behind that wait. Then the detach takes the parent's
+-- ACCESS EXCLUSIVE lock for the moment a catalog change takes, and that
+-- wait is cut at 500 ms (the statement then fails, and retention tries
+-- again soon), so that writers never queue long behind it.
+CREATE OR REPLACE FUNCTION webhook_history_detach(p_parent regclass, p_before timestamptz)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     b record;
@@ -146,8 +148,29 @@ BEGIN
     PERFORM set_config('lock_timeout', '5s', true);
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', b.part);
     PERFORM set_config('lock_timeout', '500ms', true);
-    EXECUTE format('DROP TABLE %s', b.part);
+    EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', p_parent, b.part);
     RETURN b.name;
+END;
+$$;
+
+-- webhook_history_drop_detached drops every table that was a history
+-- partition and is one no more (detached by webhook_history_detach, also
+-- by a worker that stopped before it dropped it: named as history
+-- partitions are, and no partition) and returns their names.
+CREATE OR REPLACE FUNCTION webhook_history_drop_detached()
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    t record;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('fluxora_history'), 1);
+    FOR t IN SELECT c.oid::regclass AS rel, c.oid::regclass::text AS name
+               FROM pg_class c
+              WHERE c.relkind = 'r' AND NOT c.relispartition
+                AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'webhook_outbox'::regclass)
+                AND c.relname ~ '^(webhook_outbox_history|webhook_attempts)_(p[0-9]{8}t[0-9]{4}|legacy)$' LOOP
+        EXECUTE format('DROP TABLE %s', t.rel);
+        RETURN NEXT t.name;
+    END LOOP;
 END;
 $$;
 
