@@ -188,10 +188,12 @@ func TestUnroutedEvents(t *testing.T) {
 	waitfor.True(t, 20*time.Second, "events recorded unrouted", func() bool {
 		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed AND endpoint_id IS NULL AND fanout = 0") == 2
 	})
-	_, metrics := httpGet(base + "/metrics")
-	if !strings.Contains(metrics, "fluxora_webhook_events_unrouted_total 2") {
-		t.Fatalf("metrics:\n%s", grepLines(metrics, "unrouted"))
-	}
+	// The claim commits the mark before the worker counts it: the count
+	// follows at once.
+	waitfor.True(t, 10*time.Second, "both counted unrouted (fluxora_webhook_events_unrouted_total 2)", func() bool {
+		_, metrics := httpGet(base + "/metrics")
+		return strings.Contains(metrics, "fluxora_webhook_events_unrouted_total 2")
+	})
 	code, out, errs := ops(t, db, "status")
 	if code != 0 || !strings.Contains(out, "unrouted (last hour)") || !strings.Contains(lineOf(out, "unrouted"), "2") {
 		t.Fatalf("status exit %d: %s%s", code, out, errs)
