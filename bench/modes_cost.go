@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // costPollEnv keeps the worker consuming while the trigger is dropped, so
@@ -76,7 +79,17 @@ func (r *runner) setTrigger(ctx context.Context, def string, on bool) error {
 		sql = "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'webhook_outbox_notify' " +
 			"AND tgrelid = 'webhook_outbox'::regclass) THEN EXECUTE $def$" + def + "$def$; END IF; END $$"
 	}
-	if _, err := r.pool.Exec(ctx, sql); err != nil {
+	// On a partitioned outbox the trigger's DDL locks every partition,
+	// and may deadlock with the worker's statements (SQLSTATE 40P01), which
+	// PostgreSQL resolves by failing it: it is idempotent, so it runs again.
+	var err error
+	for range 10 {
+		var pgErr *pgconn.PgError
+		if _, err = r.pool.Exec(ctx, sql); !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("set trigger (on=%v): %w", on, err)
 	}
 	return nil
