@@ -18,21 +18,11 @@ import (
 // PostgreSQL (BENCH_TEST_DB, default the -db default). The endpoint modes
 // have their own, TestEndpointSmoke.
 func TestSmoke(t *testing.T) {
-	opt, err := parseFlags([]string{
+	opt, rep := smoke(t,
 		"-systems", sysWorkerDefaults, "-modes", strings.Join(slices.DeleteFunc(slices.Clone(allModes),
 			func(m string) bool { return m == modeNoisy || m == modeFanout }), ","), "-events", "20", "-poll-events", "2", "-retry-events", "10",
 		"-backlog", "300", "-tail-backlog", "300", "-duration", "300ms", "-producers", "4", "-cost-pairs", "1", "-cost-duration", "300ms",
-		"-worker", os.Getenv("BENCH_TEST_WORKER"),
-	}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.db = cmp.Or(os.Getenv("BENCH_TEST_DB"), opt.db)
-	var log bytes.Buffer
-	rep, err := benchmark(t.Context(), opt, &log)
-	if err != nil {
-		t.Fatalf("benchmark: %v\n%s", err, log.String())
-	}
+	)
 	if len(rep.Systems) != 1 {
 		t.Fatalf("got %d systems, want 1", len(rep.Systems))
 	}
@@ -199,4 +189,23 @@ func TestConsumerVerifies(t *testing.T) {
 	if code := post(sign(secret, now, body), now); code != http.StatusServiceUnavailable {
 		t.Errorf("failFirst, attempt 1: %d", code)
 	}
+}
+
+// smoke parses args, with the worker of BENCH_TEST_WORKER (else built from
+// ../cmd/worker), runs them on BENCH_TEST_DB (else the default server) and
+// returns the options and the report; a flag or run error fails the test.
+// The smoke tests of the modes share it.
+func smoke(t *testing.T, args ...string) (options, *report) {
+	t.Helper()
+	opt, err := parseFlags(append(args, "-worker", os.Getenv("BENCH_TEST_WORKER")), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.db = cmp.Or(os.Getenv("BENCH_TEST_DB"), opt.db)
+	var log bytes.Buffer
+	rep, err := benchmark(t.Context(), opt, &log)
+	if err != nil {
+		t.Fatalf("benchmark: %v\n%s", err, log.String())
+	}
+	return opt, rep
 }

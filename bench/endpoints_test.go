@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,17 +181,7 @@ func TestRunsEndpointModes(t *testing.T) {
 // PostgreSQL (BENCH_TEST_DB): every good endpoint gets every event, the bad
 // one hangs and holds no more than its cap, no signature is bad.
 func TestEndpointSmoke(t *testing.T) {
-	opt, err := parseFlags([]string{"-systems", sysWorkerDefaults, "-modes", modeNoisy + "," + modeFanout,
-		"-noisy-duration", "1s", "-fanout-events", "10", "-worker", os.Getenv("BENCH_TEST_WORKER")}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.db = cmp.Or(os.Getenv("BENCH_TEST_DB"), opt.db)
-	var log bytes.Buffer
-	rep, err := benchmark(t.Context(), opt, &log)
-	if err != nil {
-		t.Fatalf("benchmark: %v\n%s", err, log.String())
-	}
+	_, rep := smoke(t, "-systems", sysWorkerDefaults, "-modes", modeNoisy+","+modeFanout, "-noisy-duration", "1s", "-fanout-events", "10")
 	s := rep.Systems[0]
 	for mode, e := range s.Errors {
 		t.Errorf("mode %s: %s", mode, e)

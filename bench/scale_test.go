@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -122,18 +120,8 @@ func TestScaleTable(t *testing.T) {
 // PostgreSQL (BENCH_TEST_DB): nothing missing, stuck hung and kept its
 // backlog, the expired rows were deleted, every signature good.
 func TestScaleSmoke(t *testing.T) {
-	opt, err := parseFlags([]string{"-systems", sysWorkerDefaults, "-modes", scaleAlias, "-events", "20", "-backlog", "500",
-		"-scale-backlog", "3000", "-scale-many", "40", "-scale-history-kept", "5000", "-scale-history-expired", "3000",
-		"-worker", os.Getenv("BENCH_TEST_WORKER")}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.db = cmp.Or(os.Getenv("BENCH_TEST_DB"), opt.db)
-	var log bytes.Buffer
-	rep, err := benchmark(t.Context(), opt, &log)
-	if err != nil {
-		t.Fatalf("benchmark: %v\n%s", err, log.String())
-	}
+	_, rep := smoke(t, "-systems", sysWorkerDefaults, "-modes", scaleAlias, "-events", "20", "-backlog", "500",
+		"-scale-backlog", "3000", "-scale-many", "40", "-scale-history-kept", "5000", "-scale-history-expired", "3000")
 	s := rep.Systems[0]
 	for mode, e := range s.Errors {
 		t.Errorf("mode %s: %s", mode, e)

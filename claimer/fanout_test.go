@@ -24,6 +24,21 @@ func newEndpoint(t *testing.T, db *testdb.DB, name string, events ...string) str
 	return id
 }
 
+// fanSetup returns a claimer of batch 10 without a WEBHOOK_URL endpoint
+// and its database, with n endpoints k0… subscribed to every type.
+func fanSetup(t *testing.T, n int) (*claimer.Claimer, *testdb.DB) {
+	t.Helper()
+	db := testdb.New(t)
+	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		newEndpoint(t, db, "k"+strconv.Itoa(i))
+	}
+	return c, db
+}
+
 func claimQ(t *testing.T, c *claimer.Claimer, q claimer.Query) claimer.Batch {
 	t.Helper()
 	b, err := c.Claim(context.Background(), q)
@@ -114,14 +129,7 @@ func TestFanOut(t *testing.T) {
 
 	t.Run("an event's deliveries are all leased when their rooms allow; no more events than the limit can lease", func(t *testing.T) {
 		t.Parallel()
-		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 10 {
-			newEndpoint(t, db, "k"+strconv.Itoa(i))
-		}
+		c, db := fanSetup(t, 10)
 		for range 6 {
 			db.Insert(t, "x", `{}`)
 		}
@@ -162,14 +170,7 @@ func TestFanOut(t *testing.T) {
 
 	t.Run("a lone event fanned out and leased whole: no more is left", func(t *testing.T) {
 		t.Parallel()
-		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 10 {
-			newEndpoint(t, db, "k"+strconv.Itoa(i))
-		}
+		c, db := fanSetup(t, 10)
 		db.Insert(t, "x", `{}`)
 		// One event fits a claim of ten; More would cost an empty claim
 		// (and the hush's busy) for every event of a sparse stream.
@@ -180,11 +181,7 @@ func TestFanOut(t *testing.T) {
 
 	t.Run("events for one endpoint each: as many events as the limit", func(t *testing.T) {
 		t.Parallel()
-		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, db := fanSetup(t, 0)
 		newEndpoint(t, db, "a", "x")
 		newEndpoint(t, db, "b", "y")
 		for range 8 {
@@ -199,11 +196,7 @@ func TestFanOut(t *testing.T) {
 
 	t.Run("deliveries to a skipped endpoint are made pending and count for nothing", func(t *testing.T) {
 		t.Parallel()
-		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, db := fanSetup(t, 0)
 		newEndpoint(t, db, "a")
 		b := newEndpoint(t, db, "b")
 		db.Insert(t, "x", `{}`, `{}`, `{}`)

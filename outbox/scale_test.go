@@ -74,11 +74,7 @@ func buffersOf(t *testing.T, db *testdb.DB, args pgx.NamedArgs, planMode string)
 func TestClaimCostsNothingForABacklogItCannotTake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t)
-	s, err := outbox.New(db.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db := setup(t)
 	stuck := endpoint(t, db, "stuck", true)
 	healthy := endpoint(t, db, "healthy", true)
 	claimArgs := func(skip string) pgx.NamedArgs {
@@ -91,7 +87,7 @@ func TestClaimCostsNothingForABacklogItCannotTake(t *testing.T) {
 
 	// The backlog, written as a bulk load would be (no NOTIFY for a million
 	// rows), all older than the healthy endpoint's next delivery.
-	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
 			return err
 		}
@@ -147,11 +143,7 @@ func TestClaimCostsNothingForABacklogItCannotTake(t *testing.T) {
 func TestClaimRoundRobinOverManyEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t)
-	s, err := outbox.New(db.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db := setup(t)
 	const endpoints, perEndpoint, limit = 30, 3, 10
 	var ids []string
 	for i := range endpoints {
@@ -251,11 +243,7 @@ func TestClaimListsQueuesOnTheIndexWithStaleStatistics(t *testing.T) {
 func TestClaimManyEndpointsOneRowEach(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t)
-	s, err := outbox.New(db.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db := setup(t)
 	const endpoints, limit = 1000, 100
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (name, url, secret)
 		SELECT 'm' || g, 'https://h.example.com/' || g, 'whsec_x' FROM generate_series(1, $1::int) g`, endpoints); err != nil {
