@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -78,6 +79,10 @@ type Deleter struct {
 	deleted  prometheus.Counter
 	attempts prometheus.Counter
 	dropped  prometheus.Counter
+	// prepared is set by a Prepare that succeeded and taken by the next
+	// round, which then need not prepare again: the worker prepares before
+	// it claims, and its first round follows at once.
+	prepared atomic.Bool
 }
 
 // New returns a Deleter or an error naming the bad field.
@@ -110,10 +115,17 @@ func New(cfg Config) (*Deleter, error) {
 
 // Prepare creates the time partitions the history needs from one
 // partition width ago to two widths ahead (the worker calls it before it
-// claims anything, and every round does again); it returns how many it
-// made. Rows no partition covers go to the default partitions, so a
+// claims anything; the round right after a successful Prepare leaves it
+// out, every later round does it again); it returns how many it made. Rows no partition covers go to the default partitions, so a
 // failure here loses nothing.
 func (d *Deleter) Prepare(ctx context.Context) (int, error) {
+	made, err := d.prepare(ctx)
+	d.prepared.Store(err == nil)
+	return made, err
+}
+
+// prepare is Prepare without marking the work done for the next round.
+func (d *Deleter) prepare(ctx context.Context) (int, error) {
 	w := PartitionWidth(d.cfg.Retention)
 	made, err := d.store.PrepareHistory(ctx, w, 2*w)
 	if err != nil {
@@ -144,15 +156,17 @@ func (d *Deleter) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce prepares the partitions ahead, then, unless history is kept
-// forever, drops the partitions past the retention and deletes the old
+// RunOnce prepares the partitions ahead (unless Prepare just did), then,
+// unless history is kept forever, drops the partitions past the retention and deletes the old
 // rows of the default partitions (processed rows, then attempts) in
 // batches until none is left. deleted counts the rows deleted one by one;
 // skipped is true when another worker holds the retention lock, and the
 // round then stops.
 func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err error) {
-	if _, err := d.Prepare(ctx); err != nil {
-		return 0, false, err
+	if !d.prepared.Swap(false) {
+		if _, err := d.prepare(ctx); err != nil {
+			return 0, false, err
+		}
 	}
 	if d.cfg.Retention == 0 {
 		return 0, false, nil
