@@ -41,7 +41,8 @@ type completer struct {
 	log      *slog.Logger
 	m        *metrics
 	// scheduled receives the earliest delay of the retry and deferred rows
-	// just written (capacity 1, the smallest pending value wins).
+	// just written, 0 when a keyed row left its lane (the next row of the
+	// lane is due now), capacity 1, the smallest pending value wins.
 	scheduled chan time.Duration
 }
 
@@ -132,6 +133,11 @@ func (c *completer) written(batch []done, written []bool) {
 		}
 		if k := d.outcome.Kind; (k == Retry || k == Defer) && (!hasNext || d.outcome.Delay < next) {
 			next, hasNext = d.outcome.Delay, true
+		}
+		if k := d.outcome.Kind; d.row.OrderingKey != "" && (k == Done || k == Dead) {
+			// The next row of its lane is its head now: claim it at once
+			// rather than at the next recheck.
+			next, hasNext = 0, true
 		}
 	}
 	c.m.inFlight.Sub(float64(len(batch)))

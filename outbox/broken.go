@@ -58,10 +58,11 @@ const deadLetterBrokenSQL = `WITH broken AS (
   SET processed = true, processed_at = now(), locked_until = NULL, created_at = webhook_time_clamp(o.created_at)
   FROM broken b
   WHERE o.id = b.id AND o.lease_token = b.token AND NOT o.processed
-  RETURNING o.delivery_id, o.event_type, o.payload, o.attempt, o.endpoint_id, o.headers, b.reason
+  RETURNING o.delivery_id, o.event_type, o.payload, o.attempt, o.endpoint_id, o.headers, b.reason, o.ordering_key, o.ordering_seq
 )
 INSERT INTO webhook_dead_letter (` + deadLetterColumns + `)
-SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL, left(reason, 512) FROM moved`
+SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL, left(reason, 512),
+  ordering_key, ordering_seq, ordering_key IS NOT NULL FROM moved`
 
 // deadLetterBroken moves the broken rows, leased under their tokens, to the
 // dead letter.

@@ -113,7 +113,7 @@ func (s *Store) claim(ctx context.Context, q ClaimQuery) (Batch, []webhook.Token
 	var brokenTokens []webhook.Token
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
-		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More}, func() error {
+		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence}, func() error {
 		if fresh {
 			b.Fresh++
 		} else {

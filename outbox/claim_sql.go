@@ -16,14 +16,23 @@ const dueHead = `o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_u
 // 6,100; TestClaimListsQueuesOnTheIndexWithStaleStatistics).
 const queuesCTE = `queues(endpoint_id) AS (
   (SELECT o.endpoint_id FROM webhook_outbox o
-   WHERE NOT o.processed AND o.endpoint_id IS NOT NULL
+   WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held
    ORDER BY o.endpoint_id LIMIT 1)
   UNION ALL
   SELECT (SELECT o.endpoint_id FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id
+          WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id AND NOT o.held
           ORDER BY o.endpoint_id LIMIT 1)
   FROM queues q WHERE q.endpoint_id IS NOT NULL
 )`
+
+// olderKeyedEvent finds, for an event o with an ordering key, an older
+// event of the same key still waiting for its fan-out (whoever holds it):
+// o waits for it, so that the deliveries of a key's events enter every
+// lane in the events' order (migration 014). It is one probe of
+// webhook_outbox_keyed_events_idx; the wait lasts as long as a claim.
+const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
+      WHERE NOT p.processed AND p.endpoint_id IS NULL AND p.fanout IS NULL AND p.ordering_key IS NOT NULL
+        AND p.ordering_key = o.ordering_key AND (p.created_at, p.id) < (o.created_at, o.id)`
 
 // ClaimSQL schedules by endpoint, not by row. It lists the endpoints with
 // pending deliveries (queuesCTE), drops those the worker cannot take now
@@ -86,7 +95,7 @@ const queuesCTE = `queues(endpoint_id) AS (
 const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   SELECT q.endpoint_id, coalesce((@room::jsonb ->> q.endpoint_id::text)::int, @default_room::int) AS room,
          (SELECT o.created_at FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND ` + dueHead + `
+          WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held AND ` + dueHead + `
           ORDER BY o.created_at, o.id LIMIT 1) AS head
   FROM queues q
   WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(@skip::uuid[])
@@ -95,7 +104,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   SELECT @env_room::int AS room
   WHERE @env::boolean AND @env_room::int > 0
     AND (SELECT true FROM webhook_outbox o
-         WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND ` + dueHead + `
+         WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held AND ` + dueHead + `
          ORDER BY o.created_at, o.id LIMIT 1)
 ), share AS (
   SELECT greatest(1, ceil(@limit::numeric / greatest(1, (SELECT count(*) FROM ready) + (SELECT count(*) FROM env_ready))))::int AS n
@@ -106,7 +115,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   CROSS JOIN LATERAL (
     SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed
     FROM webhook_outbox o
-    WHERE NOT o.processed AND o.endpoint_id = r.endpoint_id AND ` + dueHead + `
+    WHERE NOT o.processed AND o.endpoint_id = r.endpoint_id AND NOT o.held AND ` + dueHead + `
     ORDER BY o.created_at, o.id
     LIMIT least(r.room, s.n)
     FOR UPDATE SKIP LOCKED
@@ -118,7 +127,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   CROSS JOIN LATERAL (
     SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed
     FROM webhook_outbox o
-    WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND ` + dueHead + `
+    WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held AND ` + dueHead + `
     ORDER BY o.created_at, o.id
     LIMIT least(r.room, s.n)
     FOR UPDATE SKIP LOCKED
@@ -133,6 +142,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed
   FROM webhook_outbox o
   WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND ` + dueHead + `
+    AND (o.ordering_key IS NULL OR NOT EXISTS (` + olderKeyedEvent + `))
   ORDER BY o.created_at, o.id
   LIMIT (SELECT n FROM fan_cap)
   FOR UPDATE SKIP LOCKED
@@ -169,13 +179,14 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
       <= @limit - (SELECT count(*) FROM chosen) AS lease
   FROM offers f
 ), fanned AS (
-  INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, locked_until, lease_token)
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, ordering_key, locked_until, lease_token)
   SELECT md5(o.delivery_id::text || '/' || f.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, f.endpoint_id, o.headers,
+         o.ordering_key,
          CASE WHEN f.lease THEN now() + @lease_ms * interval '1 millisecond' END,
          CASE WHEN f.lease THEN gen_random_uuid() END
   FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
   WHERE f.endpoint_id IS NOT NULL AND NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM events))
-  RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id
+  RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id, ordering_key, ordering_seq
 ), counts AS (
   SELECT event_id, count(*)::int AS n FROM targets WHERE endpoint_id IS NOT NULL GROUP BY event_id
 ), taken AS (
@@ -196,7 +207,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   FROM taken x
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
   RETURNING o.id, o.lease_token, o.delivery_id, o.event_type, o.payload, o.headers, o.attempt, o.created_at, x.reclaimed,
-    o.endpoint_id, x.fan, o.fanout
+    o.endpoint_id, x.fan, o.fanout, o.ordering_key, o.ordering_seq
 ), more AS (
   SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
       OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
@@ -209,11 +220,11 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
         ORDER BY o.created_at, o.id LIMIT 1), false) AS more
 ), out AS (
   SELECT u.id, u.lease_token, u.delivery_id, u.event_type, u.payload, u.headers, u.attempt, u.created_at, u.reclaimed,
-         u.endpoint_id, u.fan, u.fanout, false AS fresh
+         u.endpoint_id, u.fan, u.fanout, false AS fresh, u.ordering_key, u.ordering_seq
   FROM upd u
   UNION ALL
   SELECT f.id, f.lease_token, f.delivery_id, f.event_type, f.payload, f.headers, f.attempt, f.created_at, false,
-         f.endpoint_id, false, NULL, true
+         f.endpoint_id, false, NULL, true, f.ordering_key, f.ordering_seq
   FROM fanned f WHERE f.lease_token IS NOT NULL
 )
 SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
@@ -223,7 +234,8 @@ SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uui
   coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END,
-  o.lease_token IS NOT NULL, o.fan, coalesce(o.fanout, 0), o.fresh, m.more
+  o.lease_token IS NOT NULL, o.fan, coalesce(o.fanout, 0), o.fresh, m.more,
+  CASE WHEN o.lease_token IS NULL THEN '' ELSE coalesce(o.ordering_key, '') END, coalesce(o.ordering_seq, 0)
 FROM out o CROSS JOIN more m
   LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id`
 
@@ -233,13 +245,13 @@ FROM out o CROSS JOIN more m
 // events' and one of the WEBHOOK_URL endpoint's.
 const NextDueSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   SELECT (SELECT min(o.created_at) FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND o.created_at > now()) AS at
+          WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held AND o.created_at > now()) AS at
   FROM queues q WHERE q.endpoint_id IS NOT NULL
   UNION ALL
   SELECT min(o.created_at) FROM webhook_outbox o
   WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.created_at > now()
   UNION ALL
   SELECT min(o.created_at) FROM webhook_outbox o
-  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND o.created_at > now()
+  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held AND o.created_at > now()
 )
 SELECT (EXTRACT(EPOCH FROM (min(at) - clock_timestamp())) * 1000)::bigint FROM heads`

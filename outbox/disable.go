@@ -72,9 +72,10 @@ const pendingDeliveriesSQL = `SELECT count(*) FROM webhook_outbox WHERE NOT proc
 // removed".
 const removeDeliveriesSQL = `WITH moved AS (
   DELETE FROM webhook_outbox WHERE NOT processed AND endpoint_id = @id
-  RETURNING delivery_id, event_type, payload, headers, endpoint_id, attempt)
+  RETURNING delivery_id, event_type, payload, headers, endpoint_id, attempt, ordering_key, ordering_seq)
 INSERT INTO webhook_dead_letter (` + deadLetterColumns + `)
-SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL, left(format('endpoint %s removed', @name::text), 512)
+SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL, left(format('endpoint %s removed', @name::text), 512),
+  ordering_key, ordering_seq, ordering_key IS NOT NULL
 FROM moved`
 
 // removeEndpointSQL deletes the endpoint @id. Its pending rows would go

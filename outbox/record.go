@@ -50,7 +50,7 @@ const RecordSQL = `WITH r AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
   WHERE r.kind IN ('done', 'retry', 'dead') AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
-  RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers,
+  RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
 ), tried AS (
@@ -58,13 +58,16 @@ const RecordSQL = `WITH r AS (
   SELECT delivery_id, endpoint_id, made, coalesce(started, clock_timestamp()), took_ms, NULLIF(status, 0), NULLIF(try_class, ''), NULLIF(try_error, '')
   FROM marked WHERE health <> ''
 ), requeued AS (
-  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout, headers)
-  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout, headers
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout, headers, ordering_key, ordering_seq)
+  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id, fanout, headers,
+    ordering_key, ordering_seq
   FROM marked WHERE kind = 'retry'
 ), dead AS (
   INSERT INTO webhook_dead_letter (` + deadLetterColumns + `)
-  SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt, NULLIF(status, 0), error
-  FROM marked WHERE kind = 'dead'
+  SELECT m.delivery_id, m.event_type, m.payload, m.headers, m.endpoint_id, m.attempt, NULLIF(m.status, 0), m.error,
+    m.ordering_key, m.ordering_seq, m.ordering_key IS NOT NULL AND e.ordering IS DISTINCT FROM 'hold'
+  FROM marked m LEFT JOIN webhook_endpoints e ON m.ordering_key IS NOT NULL AND e.id = m.endpoint_id
+  WHERE m.kind = 'dead'
 ), health AS (
   SELECT endpoint_id, bool_or(health = 'healthy') AS ok,
     max(error) FILTER (WHERE health = 'failing') AS error, max(NULLIF(status, 0)) FILTER (WHERE health = 'failing') AS status

@@ -30,9 +30,11 @@ const ReplaySQL = `WITH moved AS (
   DELETE FROM webhook_dead_letter d
   WHERE ` + ReplayFilterSQL + `
     AND (d.endpoint_id IS NULL OR EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
-  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id, d.headers, d.fan_out)
-INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout, headers)
-SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL AND NOT fan_out THEN 1 END, headers FROM moved`
+  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id, d.headers, d.fan_out, d.ordering_key, d.ordering_seq)
+INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout, headers, ordering_key, ordering_seq)
+SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL AND NOT fan_out THEN 1 END, headers,
+  ordering_key, CASE WHEN NOT fan_out THEN ordering_seq END
+FROM moved ORDER BY ordering_seq`
 
 // BlockedSQL counts the dead letters of the same selection that ReplaySQL
 // leaves, by endpoint; the name is empty when the endpoint was removed.

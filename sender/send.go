@@ -45,6 +45,13 @@ type Request struct {
 	// Request whose Headers eventheaders.Check refuses is Permanent, with the
 	// reason naming the header, and nothing is sent.
 	Headers []eventheaders.Field
+	// OrderingKey, when not empty, is the event's ordering key, sent as
+	// webhook-ordering-key and x-fluxora-ordering-key, and Sequence its
+	// place among the key's deliveries to this endpoint (1, 2, 3, …), sent
+	// as webhook-sequence and x-fluxora-sequence: a consumer that sees a
+	// number skipped knows a delivery was dead-lettered in between.
+	OrderingKey string
+	Sequence    int64
 }
 
 // Result is the outcome of one Send.
@@ -112,6 +119,8 @@ func checkRequest(r Request) string {
 		return "invalid EventType" + rule
 	case !validHeaderValue(r.Endpoint):
 		return "invalid Endpoint" + rule
+	case !validHeaderValue(r.OrderingKey):
+		return "invalid OrderingKey" + rule
 	}
 	if err := eventheaders.Check(r.Headers); err != nil {
 		return "invalid Headers: " + err.Error()
@@ -167,6 +176,11 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 		if backing[i] != "" {
 			h[key] = backing[i : i+1 : i+1]
 		}
+	}
+	if r.OrderingKey != "" {
+		ord := [...]string{r.OrderingKey, strconv.FormatInt(r.Sequence, 10)}
+		h["Webhook-Ordering-Key"], h["X-Fluxora-Ordering-Key"] = ord[0:1:1], ord[0:1:1]
+		h["Webhook-Sequence"], h["X-Fluxora-Sequence"] = ord[1:2:2], ord[1:2:2]
 	}
 	if len(r.Headers) > 0 {
 		extra := make([]string, len(r.Headers)) // one array backs the event's values too

@@ -30,6 +30,11 @@ type Delivery struct {
 	Attempt    int    // 1 for the first attempt
 	CreatedAt  time.Time
 	Reclaimed  bool // its previous lease expired without an outcome
+	// OrderingKey is the row's ordering key ("" for none) and Sequence
+	// its place in its lane (the key at its endpoint), 1 for the first:
+	// a lane delivers one row at a time, in Sequence order.
+	OrderingKey string
+	Sequence    int64
 
 	// EndpointID is the endpoint's uuid text; "" for the WEBHOOK_URL
 	// endpoint, whose other fields below are empty.

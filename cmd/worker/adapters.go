@@ -145,7 +145,7 @@ func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Res
 		return dispatcher.Result{Class: dispatcher.Permanent, Error: "invalid headers: " + err.Error()}
 	}
 	res := s.Send(ctx, sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Payload: r.Payload, Endpoint: name,
-		Headers: headers})
+		Headers: headers, OrderingKey: r.OrderingKey, Sequence: r.Sequence})
 	return dispatcher.Result{Class: res.Outcome, Status: res.Status, Error: res.Error, RetryAfter: res.RetryAfter, Duration: res.Duration}
 }
 
