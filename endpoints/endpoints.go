@@ -91,16 +91,28 @@ func GenerateSecret() (string, error) {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b), nil
 }
 
+// AddOption sets more of a new endpoint.
+type AddOption func(*outbox.EndpointFields)
+
+// WithOrdering sets what a dead-lettered delivery with an ordering key does
+// to its key (webhook.OrderingMoveOn, the default, or OrderingHold).
+func WithOrdering(mode string) AddOption { return func(f *outbox.EndpointFields) { f.Ordering = mode } }
+
 // Add creates an endpoint. events nil or empty subscribes it to every event
 // type; retryRPS 0 leaves WEBHOOK_RETRY_RPS in force. Bad values return a
 // *FieldError, a taken name ErrExists.
-func (s *Store) Add(ctx context.Context, name, url string, events []string, secret string, retryRPS int) (Endpoint, error) {
+func (s *Store) Add(ctx context.Context, name, url string, events []string, secret string, retryRPS int, opts ...AddOption) (Endpoint, error) {
+	f := outbox.EndpointFields{Name: name, URL: url, Secret: secret, RetryRPS: retryRPS}
+	for _, o := range opts {
+		o(&f)
+	}
 	events, err := normalizeEvents(events)
-	err = errors.Join(validateName(name), err, validateSecret(secret), validateRetryRPS(retryRPS))
+	err = errors.Join(validateName(name), err, validateSecret(secret), validateRetryRPS(retryRPS), validateOrdering(f.Ordering, true))
 	if err != nil {
 		return Endpoint{}, firstError(err)
 	}
-	e, err := s.db.AddEndpoint(ctx, outbox.EndpointFields{Name: name, URL: url, Secret: secret, EventTypes: events, RetryRPS: retryRPS})
+	f.EventTypes = events
+	e, err := s.db.AddEndpoint(ctx, f)
 	if err != nil {
 		return Endpoint{}, dbError("add endpoint", name, err)
 	}
@@ -147,13 +159,15 @@ type Update struct {
 	// (and ends the grace of an earlier rotation): for a leaked secret.
 	// RotateSecret keeps the old one signing for a while.
 	Secret *string
+	// Ordering: webhook.OrderingMoveOn or OrderingHold.
+	Ordering *string
 }
 
 // Update changes the endpoint named name and returns it. Bad values return
 // a *FieldError, an unknown name ErrNotFound, an empty Update a
 // *FieldError on "update".
 func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, error) {
-	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil {
+	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.Ordering == nil {
 		return Endpoint{}, invalid("update", "nothing to change")
 	}
 	// The URL rules are the database's (webhook_url_problem: the rules and
@@ -171,10 +185,14 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	if u.Secret != nil {
 		errs = append(errs, validateSecret(*u.Secret))
 	}
+	if u.Ordering != nil {
+		errs = append(errs, validateOrdering(*u.Ordering, false))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Endpoint{}, firstError(err)
 	}
-	e, err := s.db.UpdateEndpoint(ctx, name, outbox.EndpointChange{URL: u.URL, EventTypes: events, RetryRPS: u.RetryRPS, Secret: u.Secret})
+	e, err := s.db.UpdateEndpoint(ctx, name, outbox.EndpointChange{URL: u.URL, EventTypes: events, RetryRPS: u.RetryRPS, Secret: u.Secret,
+		Ordering: u.Ordering})
 	if errors.Is(err, outbox.ErrEndpointNotFound) {
 		return Endpoint{}, notFound(name)
 	} else if err != nil {

@@ -55,6 +55,7 @@ var constraintFields = map[string]string{
 	"webhook_endpoints_secret_not_empty":   "secret",
 	"webhook_endpoints_event_types_valid":  "events",
 	"webhook_endpoints_retry_rps_positive": "retry-rps",
+	"webhook_endpoints_ordering_valid":     "ordering",
 }
 
 // dbError turns a refusal of the database into the package's errors: a

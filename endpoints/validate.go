@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // FieldError says why a value given to Add or Update is refused. Field is
@@ -71,4 +73,13 @@ func validateRetryRPS(n int) error {
 		return invalid("retry-rps", "must be from 1 to 1000000 (0: WEBHOOK_RETRY_RPS applies)")
 	}
 	return nil
+}
+
+// validateOrdering: webhook.OrderingMoveOn or OrderingHold ("" too when
+// empty is allowed: the default).
+func validateOrdering(mode string, empty bool) error {
+	if mode == webhook.OrderingMoveOn || mode == webhook.OrderingHold || (empty && mode == "") {
+		return nil
+	}
+	return invalid("ordering", "must be move-on or hold")
 }

@@ -25,13 +25,14 @@ import (
 const endpointColumnsSQL = `id::text, name, url, event_types, enabled, coalesce(disabled_reason, ''), coalesce(retry_rps, 0),
   webhook_time_clamp(created_at), webhook_time_clamp(updated_at), webhook_time_clamp(failing_since), coalesce(last_error, ''),
   coalesce(last_status, 0), webhook_time_clamp(last_error_at), webhook_time_clamp(disabled_at),
-  CASE WHEN secret_previous_until > now() THEN webhook_time_clamp(secret_previous_until) END`
+  CASE WHEN secret_previous_until > now() THEN webhook_time_clamp(secret_previous_until) END, ordering`
 
 // scanEndpoint reads one row of endpointColumnsSQL. EventTypes is never nil.
 func scanEndpoint(row pgx.Row) (webhook.Endpoint, error) {
 	var e webhook.Endpoint
 	err := row.Scan(&e.ID, &e.Name, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.RetryRPS,
-		&e.CreatedAt, &e.UpdatedAt, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.DisabledAt, &e.PreviousSecretUntil)
+		&e.CreatedAt, &e.UpdatedAt, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.DisabledAt, &e.PreviousSecretUntil,
+		&e.Ordering)
 	if e.EventTypes == nil {
 		e.EventTypes = []string{}
 	}
@@ -49,10 +50,11 @@ func endpointRow(row pgx.Row, key string) (webhook.Endpoint, error) {
 }
 
 // addEndpointSQL inserts an endpoint, enabled; a @retry_rps of 0 stores no
-// override. The table's constraints and trigger check every value (a taken
+// override, an empty @ordering the default ('move-on'). The table's constraints and trigger check every value (a taken
 // name is a unique violation, 23505).
-const addEndpointSQL = `INSERT INTO webhook_endpoints (name, url, secret, event_types, retry_rps)
-VALUES (@name, @url, @secret, @event_types, nullif(@retry_rps, 0)) RETURNING ` + endpointColumnsSQL
+const addEndpointSQL = `INSERT INTO webhook_endpoints (name, url, secret, event_types, retry_rps, ordering)
+VALUES (@name, @url, @secret, @event_types, nullif(@retry_rps, 0), coalesce(nullif(@ordering::text, ''), 'move-on'))
+RETURNING ` + endpointColumnsSQL
 
 // EndpointFields are the values of a new endpoint.
 type EndpointFields struct {
@@ -63,6 +65,8 @@ type EndpointFields struct {
 	EventTypes []string
 	// RetryRPS overrides WEBHOOK_RETRY_RPS; 0: no override.
 	RetryRPS int
+	// Ordering is webhook.OrderingMoveOn or OrderingHold; "": the former.
+	Ordering string
 }
 
 // AddEndpoint inserts the endpoint f (addEndpointSQL) and returns it.
@@ -73,6 +77,7 @@ func (s *Store) AddEndpoint(ctx context.Context, f EndpointFields) (webhook.Endp
 	}
 	return scanEndpoint(s.pool.QueryRow(ctx, addEndpointSQL, pgx.NamedArgs{
 		"name": f.Name, "url": f.URL, "secret": f.Secret, "event_types": events, "retry_rps": f.RetryRPS,
+		"ordering": f.Ordering,
 	}))
 }
 
@@ -104,7 +109,7 @@ func (s *Store) Endpoint(ctx context.Context, name string) (webhook.Endpoint, er
 const updateEndpointSQL = `UPDATE webhook_endpoints SET
   url = coalesce(@url, url), event_types = coalesce(@event_types, event_types),
   retry_rps = CASE WHEN @retry_rps::int IS NULL THEN retry_rps ELSE nullif(@retry_rps::int, 0) END,
-  secret = coalesce(@secret, secret),
+  secret = coalesce(@secret, secret), ordering = coalesce(@ordering, ordering),
   secret_previous = CASE WHEN @secret::text IS NULL THEN secret_previous END,
   secret_previous_until = CASE WHEN @secret::text IS NULL THEN secret_previous_until END
 WHERE name = @name RETURNING ` + endpointColumnsSQL
@@ -118,6 +123,8 @@ type EndpointChange struct {
 	RetryRPS *int
 	// Secret replaces the signing secret at once, with no grace period.
 	Secret *string
+	// Ordering: webhook.OrderingMoveOn or OrderingHold.
+	Ordering *string
 }
 
 // UpdateEndpoint changes the endpoint named name (updateEndpointSQL) and
@@ -125,6 +132,7 @@ type EndpointChange struct {
 func (s *Store) UpdateEndpoint(ctx context.Context, name string, c EndpointChange) (webhook.Endpoint, error) {
 	return endpointRow(s.pool.QueryRow(ctx, updateEndpointSQL, pgx.NamedArgs{
 		"name": name, "url": c.URL, "event_types": c.EventTypes, "retry_rps": c.RetryRPS, "secret": c.Secret,
+		"ordering": c.Ordering,
 	}), name)
 }
 

@@ -28,7 +28,7 @@ const queuesCTE = `queues(endpoint_id) AS (
 // olderKeyedEvent finds, for an event o with an ordering key, an older
 // event of the same key still waiting for its fan-out (whoever holds it):
 // o waits for it, so that the deliveries of a key's events enter every
-// lane in the events' order (migration 014). It is one probe of
+// lane in the events' order (migration 015). It is one probe of
 // webhook_outbox_keyed_events_idx; the wait lasts as long as a claim.
 const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
       WHERE NOT p.processed AND p.endpoint_id IS NULL AND p.fanout IS NULL AND p.ordering_key IS NOT NULL

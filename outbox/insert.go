@@ -1,15 +1,16 @@
 package outbox
 
 // InsertSQL is a producer's enqueue of one event ($1 event type, $2 the
-// payload as JSON text, $3 the headers as a JSON object text or NULL),
-// returning its delivery id. It runs in the producer's own transaction (the
+// payload as JSON text, $3 the headers as a JSON object text or NULL, $4
+// the ordering key or NULL), returning its delivery id. It runs in the producer's own transaction (the
 // producer kit runs it; webhook_enqueue is its SQL twin), where the table's
 // constraints check every column. Positional parameters, unlike the
 // store's other statements: a producer may run it through database/sql
 // with any PostgreSQL driver.
-const InsertSQL = `INSERT INTO webhook_outbox (event_type, payload, headers) VALUES ($1, $2::jsonb, $3::jsonb) RETURNING delivery_id::text`
+const InsertSQL = `INSERT INTO webhook_outbox (event_type, payload, headers, ordering_key) VALUES ($1, $2::jsonb, $3::jsonb, $4::text)
+RETURNING delivery_id::text`
 
-// InsertToEndpointSQL is InsertSQL for one endpoint ($4, its name): it
+// InsertToEndpointSQL is InsertSQL for one endpoint ($5, its name): it
 // inserts nothing, and returns no row, when no endpoint has the name.
-const InsertToEndpointSQL = `INSERT INTO webhook_outbox (event_type, payload, headers, endpoint_id)
-SELECT $1, $2::jsonb, $3::jsonb, id FROM webhook_endpoints WHERE name = $4 RETURNING delivery_id::text`
+const InsertToEndpointSQL = `INSERT INTO webhook_outbox (event_type, payload, headers, ordering_key, endpoint_id)
+SELECT $1, $2::jsonb, $3::jsonb, $4::text, id FROM webhook_endpoints WHERE name = $5 RETURNING delivery_id::text`

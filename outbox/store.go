@@ -46,7 +46,7 @@ const DueSQL = `NOT o.processed AND o.created_at <= now() AND (o.locked_until IS
 // writes, in this order: the event (delivery id, type, payload, headers),
 // its endpoint, the attempts made, the last status and error, and its
 // place in its lane (ordering key and sequence; order_broken: the lane
-// moved on without it, else it holds the lane, migration 014).
+// moved on without it, else it holds the lane, migration 015).
 const deadLetterColumns = `delivery_id, event_type, payload, headers, endpoint_id, attempts, last_status, last_error, ` +
 	`ordering_key, ordering_seq, order_broken`
 

@@ -18,6 +18,11 @@
 //
 //	id, err := producer.EnqueueJSON(ctx, tx, "invoice.paid", inv,
 //		producer.WithHeaders(map[string]string{"traceparent": tp, "x-correlation-id": cid}))
+//
+// WithOrderingKey delivers the events of one key to each endpoint one at a
+// time, in the order they were enqueued:
+//
+//	id, err := producer.EnqueueJSON(ctx, tx, "order.paid", order, producer.WithOrderingKey("order-"+order.ID))
 package producer
 
 import (
@@ -53,6 +58,9 @@ var (
 	ErrPayloadNotJSON   = errors.New("producer: payload is not valid JSON")
 	// ErrUnknownEndpoint: ToEndpoint names no endpoint of webhook_endpoints.
 	ErrUnknownEndpoint = errors.New("producer: no such endpoint")
+	// ErrOrderingKeyInvalid: WithOrderingKey gave an empty key, one over
+	// 255 bytes, not valid UTF-8 or with control characters.
+	ErrOrderingKeyInvalid = errors.New("producer: ordering key must be 1 to 255 bytes of UTF-8 without control characters")
 	// ErrHeadersInvalid: WithHeaders gave headers the rules refuse (see
 	// ValidateHeaders). The error's text names the header and the rule,
 	// e.g. `producer: invalid headers: "X-Fluxora-Event" may not be set:
@@ -66,6 +74,7 @@ type Option func(*options)
 type options struct {
 	endpoint string
 	headers  map[string]string
+	key      *string
 }
 
 // ToEndpoint sends the event to the endpoint of webhook_endpoints named
@@ -73,6 +82,13 @@ type options struct {
 // disabled still takes the event: it is dead-lettered with the reason, and
 // replayed once the endpoint is enabled again.
 func ToEndpoint(name string) Option { return func(o *options) { o.endpoint = name } }
+
+// WithOrderingKey gives the event an ordering key: each endpoint receives
+// the deliveries of a key's events one at a time, in the order they were
+// enqueued, the next only once the one before it was delivered or
+// dead-lettered (README, "Ordered delivery"). Keys are compared byte for
+// byte; an entity's id ("order-42") is the usual key.
+func WithOrderingKey(key string) Option { return func(o *options) { o.key = &key } }
 
 // WithHeaders adds extra request headers to the event, sent unchanged on
 // every attempt of every delivery of it, retries, fan-out and replays
@@ -111,10 +127,14 @@ func insert(eventType string, payload []byte, o options) (string, []any, error) 
 		}
 		headers = string(b)
 	}
-	if o.endpoint == "" {
-		return outbox.InsertSQL, []any{eventType, string(payload), headers}, nil
+	var key any
+	if o.key != nil {
+		key = *o.key
 	}
-	return outbox.InsertToEndpointSQL, []any{eventType, string(payload), headers, o.endpoint}, nil
+	if o.endpoint == "" {
+		return outbox.InsertSQL, []any{eventType, string(payload), headers, key}, nil
+	}
+	return outbox.InsertToEndpointSQL, []any{eventType, string(payload), headers, key, o.endpoint}, nil
 }
 
 // scanError maps a targeted insert that found no endpoint to
@@ -189,6 +209,9 @@ func validate(eventType string, payload []byte, o options) error {
 	if err := Validate(eventType, payload); err != nil {
 		return err
 	}
+	if o.key != nil && !validText(*o.key) {
+		return ErrOrderingKeyInvalid
+	}
 	return ValidateHeaders(o.headers)
 }
 
@@ -226,13 +249,8 @@ func Validate(eventType string, payload []byte) error {
 	if eventType == "" {
 		return ErrEmptyEventType
 	}
-	if len(eventType) > MaxEventTypeBytes || !utf8.ValidString(eventType) {
+	if !validText(eventType) {
 		return ErrEventTypeInvalid
-	}
-	for _, r := range eventType {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return ErrEventTypeInvalid
-		}
 	}
 	if len(payload) > MaxPayloadBytes {
 		return ErrPayloadTooLarge
@@ -241,4 +259,18 @@ func Validate(eventType string, payload []byte) error {
 		return ErrPayloadNotJSON
 	}
 	return nil
+}
+
+// validText: not empty, at most 255 bytes of UTF-8, no control character
+// (the rule of event types and ordering keys, which travel in headers).
+func validText(s string) bool {
+	if s == "" || len(s) > MaxEventTypeBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
 }

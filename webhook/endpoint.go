@@ -31,4 +31,14 @@ type Endpoint struct {
 	// signing; nil when none is in its grace period. The secrets
 	// themselves are never read.
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+	// Ordering is what a dead-lettered delivery with an ordering key does
+	// to its key: OrderingMoveOn (the default) lets the next event go;
+	// OrderingHold keeps the key waiting until it is replayed or purged.
+	Ordering string `json:"ordering"`
 }
+
+// The values of Endpoint.Ordering (webhook_endpoints.ordering).
+const (
+	OrderingMoveOn = "move-on"
+	OrderingHold   = "hold"
+)

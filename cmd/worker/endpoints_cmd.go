@@ -12,14 +12,15 @@ import (
 	"time"
 
 	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // endpointsCommands are the commands of worker endpoints, in the order of
 // the help; endpointsRunners dispatches them.
 var endpointsCommands = []command{
-	{"add", "--name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N]", "add an endpoint"},
+	{"add", "--name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N] [--ordering move-on|hold]", "add an endpoint"},
 	{"list", "[--json]", "every endpoint, never its secret"},
-	{"update", "NAME [--url U] [--events a,b] [--retry-rps N]", "change an endpoint's URL, events or retry rate"},
+	{"update", "NAME [--url U] [--events a,b] [--retry-rps N] [--ordering move-on|hold]", "change an endpoint's URL, events, retry rate or ordering"},
 	{"disable", "NAME [--reason R]", "stop delivering to an endpoint; its pending deliveries are dead-lettered"},
 	{"enable", "NAME", "deliver to a disabled endpoint again"},
 	{"remove", "NAME [--force]", "remove an endpoint"},
@@ -150,6 +151,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	events := fs.String("events", "", "subscribed event types, comma-separated (default: every type)")
 	sf := secretFlags(fs, "signing secret")
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
+	ordering := fs.String("ordering", webhook.OrderingMoveOn, "a dead-lettered delivery with an ordering key: move-on (the key's next event goes) or hold (the key waits until it is replayed or purged)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -176,7 +178,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 		return code
 	}
 	defer done()
-	e, err := s.Add(ctx, *name, *u, types, secret, *rps)
+	e, err := s.Add(ctx, *name, *u, types, secret, *rps, endpoints.WithOrdering(*ordering))
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
@@ -244,7 +246,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		return printJSON(stdout, stderr, "endpoints list", list)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tPREVIOUS SECRET UNTIL\tDISABLED REASON / LAST ERROR")
+	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tORDERING\tPREVIOUS SECRET UNTIL\tDISABLED REASON / LAST ERROR")
 	for _, e := range list {
 		enabled, rps, prev, note := "yes", "-", "-", "-"
 		if e.RetryRPS > 0 {
@@ -259,7 +261,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		case e.FailingSince != nil:
 			note = "failing since " + e.FailingSince.UTC().Format(time.RFC3339) + ": " + e.LastError
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.URL, eventsText(e.EventTypes), enabled, rps, prev, note)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.URL, eventsText(e.EventTypes), enabled, rps, e.Ordering, prev, note)
 	}
 	_ = w.Flush()
 	return exitOK
@@ -270,6 +272,7 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	u := fs.String("url", "", "new URL")
 	events := fs.String("events", "", `subscribed event types, comma-separated ("" or "*": every type)`)
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
+	ordering := fs.String("ordering", "", "a dead-lettered delivery with an ordering key: move-on or hold")
 	name, code, ok := oneName(fs, args, stderr)
 	if !ok {
 		return code
@@ -282,6 +285,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 			up.URL = u
 		case "retry-rps":
 			up.RetryRPS = rps
+		case "ordering":
+			up.Ordering = ordering
 		case "events":
 			var types []string
 			if types, err = parseEvents(*events); err == nil {
@@ -294,7 +299,7 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 		return exitUsage
 	}
 	if up == (endpoints.Update{}) {
-		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps")
+		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --ordering")
 		return exitUsage
 	}
 	if up.URL != nil {
@@ -315,7 +320,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	if e.RetryRPS > 0 {
 		rpsText = fmt.Sprint(e.RetryRPS)
 	}
-	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s\n", e.Name, displayURL(e.URL), eventsText(e.EventTypes), rpsText)
+	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s\n", e.Name, displayURL(e.URL),
+		eventsText(e.EventTypes), rpsText, e.Ordering)
 	return exitOK
 }
 

@@ -44,8 +44,16 @@ func TestMigrationToHistoryPartitionsKeepsEveryRow(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	const rowsSum = `SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM webhook_outbox o`
-	const attemptsSum = `SELECT md5(string_agg(a::text, ',' ORDER BY id)) FROM webhook_attempts a`
+	// The columns as they were: later migrations add others.
+	var outboxCols, attemptCols string
+	if err := db.Pool.QueryRow(ctx, `SELECT
+		(SELECT string_agg(quote_ident(attname), ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'webhook_outbox'::regclass AND attnum > 0 AND NOT attisdropped),
+		(SELECT string_agg(quote_ident(attname), ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'webhook_attempts'::regclass AND attnum > 0 AND NOT attisdropped)`).
+		Scan(&outboxCols, &attemptCols); err != nil {
+		t.Fatal(err)
+	}
+	rowsSum := `SELECT md5(string_agg((` + outboxCols + `)::text, ',' ORDER BY id)) FROM webhook_outbox o`
+	attemptsSum := `SELECT md5(string_agg((` + attemptCols + `)::text, ',' ORDER BY id)) FROM webhook_attempts a`
 	var rowsBefore, attemptsBefore string
 	var table, file, maxID int64
 	if err := db.Pool.QueryRow(ctx, rowsSum).Scan(&rowsBefore); err != nil {
