@@ -31,4 +31,7 @@ type Endpoint struct {
 	// signing; nil when none is in its grace period. The secrets
 	// themselves are never read.
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+	// ClientCertNotAfter is when its client certificate (mutual TLS)
+	// expires; nil when it has none. The key is never read.
+	ClientCertNotAfter *time.Time `json:"client_cert_not_after,omitempty"`
 }
