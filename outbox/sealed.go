@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,8 +56,9 @@ WHERE id = @id::uuid`
 // Reseal rewrites the stored credentials in one transaction: it locks
 // every endpoint (credentialsSQL FOR UPDATE), hands each one's credentials
 // to f, and writes back those f changed (resealSQL). An error of f rolls
-// everything back. It returns how many endpoints were rewritten.
-func (s *Store) Reseal(ctx context.Context, f func(c *Credentials) (changed bool, err error)) (int, error) {
+// everything back; so does dryRun, once every endpoint has been through f.
+// It returns how many endpoints were (or, dryRun, would be) rewritten.
+func (s *Store) Reseal(ctx context.Context, dryRun bool, f func(c *Credentials) (changed bool, err error)) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, credentialsSQL+` FOR UPDATE`)
@@ -80,13 +82,19 @@ func (s *Store) Reseal(ctx context.Context, f func(c *Credentials) (changed bool
 			}
 			n++
 		}
+		if dryRun {
+			return errDryRun
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errDryRun) {
 		return 0, err
 	}
 	return n, nil
 }
+
+// errDryRun rolls Reseal's transaction back.
+var errDryRun = errors.New("dry run")
 
 // clientCertsSQL reads the endpoints that have a client certificate, by
 // name: the PEM chain, the sealed key and the leaf's expiry.
