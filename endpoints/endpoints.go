@@ -46,15 +46,19 @@ type Config struct {
 	// endpoint had been failing); decisions use the database clock.
 	// Defaults to time.Now.
 	Now func() time.Time
+	// Sealer seals every secret and client key the store writes. Nil:
+	// the methods that would store one return ErrNoSealer.
+	Sealer Sealer
 }
 
 // Store reads and changes webhook_endpoints, through the store's
 // statements (package outbox).
 type Store struct {
-	db  *outbox.Store
-	log *slog.Logger
-	now func() time.Time
-	m   *metrics
+	db     *outbox.Store
+	sealer Sealer // nil: none
+	log    *slog.Logger
+	now    func() time.Time
+	m      *metrics
 }
 
 // New returns a Store, or an error naming the missing field.
@@ -70,10 +74,11 @@ func New(cfg Config) (*Store, error) {
 		cfg.Now = time.Now
 	}
 	return &Store{
-		db:  db,
-		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		now: cfg.Now,
-		m:   newMetrics(cfg.Registerer),
+		db:     db,
+		sealer: cfg.Sealer,
+		log:    cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		now:    cfg.Now,
+		m:      newMetrics(cfg.Registerer),
 	}, nil
 }
 
@@ -91,30 +96,55 @@ func GenerateSecret() (string, error) {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b), nil
 }
 
-// AddOption sets more of a new endpoint.
-type AddOption func(*outbox.EndpointFields)
+// Add creates an endpoint (Create, without a client certificate).
+func (s *Store) Add(ctx context.Context, name, url string, events []string, secret string, retryRPS int) (Endpoint, error) {
+	return s.Create(ctx, NewEndpoint{Name: name, URL: url, Events: events, Secret: secret, RetryRPS: retryRPS})
+}
 
-// WithOrdering sets what a dead-lettered delivery with an ordering key does
-// to its key (webhook.OrderingMoveOn, the default, or OrderingHold).
-func WithOrdering(mode string) AddOption { return func(f *outbox.EndpointFields) { f.Ordering = mode } }
+// NewEndpoint is a new endpoint's values.
+type NewEndpoint struct {
+	Name, URL string
+	// Events nil or empty subscribes it to every event type.
+	Events []string
+	// Secret is its signing secret, stored sealed.
+	Secret string
+	// RetryRPS 0 leaves WEBHOOK_RETRY_RPS in force.
+	RetryRPS int
+	// ClientCert is its client certificate for mutual TLS (key stored
+	// sealed); nil: none.
+	ClientCert *ClientCert
+	// Ordering is what a dead-lettered delivery with an ordering key does
+	// to its key: webhook.OrderingMoveOn ("" too, the default) or
+	// OrderingHold.
+	Ordering string
+}
 
-// Add creates an endpoint. events nil or empty subscribes it to every event
-// type; retryRPS 0 leaves WEBHOOK_RETRY_RPS in force. Bad values return a
-// *FieldError, a taken name ErrExists.
-func (s *Store) Add(ctx context.Context, name, url string, events []string, secret string, retryRPS int, opts ...AddOption) (Endpoint, error) {
-	f := outbox.EndpointFields{Name: name, URL: url, Secret: secret, RetryRPS: retryRPS}
-	for _, o := range opts {
-		o(&f)
-	}
-	events, err := normalizeEvents(events)
-	err = errors.Join(validateName(name), err, validateSecret(secret), validateRetryRPS(retryRPS), validateOrdering(f.Ordering, true))
+// Create creates an endpoint, its secret and client key sealed for its id
+// (chosen here). Bad values return a *FieldError, a taken name ErrExists,
+// a Store without a Sealer ErrNoSealer.
+func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
+	events, err := normalizeEvents(n.Events)
+	err = errors.Join(validateName(n.Name), err, validateSecret(n.Secret), validateRetryRPS(n.RetryRPS),
+		validateOrdering(n.Ordering, true))
 	if err != nil {
 		return Endpoint{}, firstError(err)
 	}
-	f.EventTypes = events
-	e, err := s.db.AddEndpoint(ctx, f)
+	id, err := newID()
 	if err != nil {
-		return Endpoint{}, dbError("add endpoint", name, err)
+		return Endpoint{}, err
+	}
+	secret, err := s.sealSecret(id, n.Secret)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	cert, err := s.storedCert(id, n.ClientCert)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	e, err := s.db.AddEndpoint(ctx, outbox.EndpointFields{ID: id, Name: n.Name, URL: n.URL, Secret: secret, EventTypes: events,
+		RetryRPS: n.RetryRPS, ClientCert: cert, Ordering: n.Ordering})
+	if err != nil {
+		return Endpoint{}, dbError("add endpoint", n.Name, err)
 	}
 	return e, nil
 }
@@ -159,6 +189,9 @@ type Update struct {
 	// (and ends the grace of an earlier rotation): for a leaked secret.
 	// RotateSecret keeps the old one signing for a while.
 	Secret *string
+	// ClientCert replaces its client certificate; an empty one removes
+	// it.
+	ClientCert *ClientCert
 	// Ordering: webhook.OrderingMoveOn or OrderingHold.
 	Ordering *string
 }
@@ -167,7 +200,7 @@ type Update struct {
 // a *FieldError, an unknown name ErrNotFound, an empty Update a
 // *FieldError on "update".
 func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, error) {
-	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.Ordering == nil {
+	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.ClientCert == nil && u.Ordering == nil {
 		return Endpoint{}, invalid("update", "nothing to change")
 	}
 	// The URL rules are the database's (webhook_url_problem: the rules and
@@ -191,14 +224,42 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	if err := errors.Join(errs...); err != nil {
 		return Endpoint{}, firstError(err)
 	}
-	e, err := s.db.UpdateEndpoint(ctx, name, outbox.EndpointChange{URL: u.URL, EventTypes: events, RetryRPS: u.RetryRPS, Secret: u.Secret,
-		Ordering: u.Ordering})
+	change, err := s.sealChange(ctx, name, u)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	change.URL, change.EventTypes, change.RetryRPS, change.Ordering = u.URL, events, u.RetryRPS, u.Ordering
+	e, err := s.db.UpdateEndpoint(ctx, name, change)
 	if errors.Is(err, outbox.ErrEndpointNotFound) {
 		return Endpoint{}, notFound(name)
 	} else if err != nil {
 		return Endpoint{}, dbError("update endpoint", name, err)
 	}
 	return e, nil
+}
+
+// sealChange seals u's secret and client key, if any, for the id of the
+// endpoint named name: the change then applies only to that endpoint
+// (outbox.EndpointChange.ID), not to one that took the name meanwhile.
+func (s *Store) sealChange(ctx context.Context, name string, u Update) (outbox.EndpointChange, error) {
+	var c outbox.EndpointChange
+	if u.Secret == nil && u.ClientCert == nil {
+		return c, nil
+	}
+	e, err := s.Get(ctx, name)
+	if err != nil {
+		return c, err
+	}
+	c.ID = e.ID
+	if u.Secret != nil {
+		secret, err := s.sealSecret(e.ID, *u.Secret)
+		if err != nil {
+			return c, err
+		}
+		c.Secret = &secret
+	}
+	c.ClientCert, err = s.storedCert(e.ID, u.ClientCert)
+	return c, err
 }
 
 // Enable enables the endpoint named name and clears its disabled reason and

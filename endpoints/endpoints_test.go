@@ -27,7 +27,7 @@ type bundle struct {
 func setup(t *testing.T) (*endpoints.Store, bundle) {
 	t.Helper()
 	b := bundle{db: testdb.New(t), reg: prometheus.NewRegistry()}
-	s, err := endpoints.New(endpoints.Config{Pool: b.db.Pool, Registerer: b.reg})
+	s, err := endpoints.New(endpoints.Config{Pool: b.db.Pool, Registerer: b.reg, Sealer: testSealer{}})
 	if err != nil {
 		t.Fatal(err)
 	}

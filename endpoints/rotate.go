@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"time"
@@ -29,7 +30,12 @@ func (s *Store) RotateSecret(ctx context.Context, name, secret string, grace tim
 	if grace < 0 || grace > GraceMax {
 		return Endpoint{}, invalid("grace", "must be from 0 (none) to %s, got %s", GraceMax, grace)
 	}
-	e, err := s.db.RotateEndpointSecret(ctx, name, secret, grace)
+	if s.sealer == nil {
+		return Endpoint{}, ErrNoSealer
+	}
+	e, err := s.db.RotateEndpointSecret(ctx, name, func(id, current string) (outbox.Rotation, error) {
+		return s.rotation(id, current, secret)
+	}, grace)
 	switch {
 	case errors.Is(err, outbox.ErrSameSecret):
 		return Endpoint{}, invalid("secret", "is the endpoint's current secret: give a new one")
@@ -39,6 +45,25 @@ func (s *Store) RotateSecret(ctx context.Context, name, secret string, grace tim
 		return Endpoint{}, dbError("rotate secret", name, err)
 	}
 	return e, nil
+}
+
+// rotation seals secret, and the current secret (as stored: sealed, or a
+// plaintext stored before secrets were sealed, which is sealed now) for
+// the endpoint id; outbox.ErrSameSecret when they are the same.
+func (s *Store) rotation(id, current, secret string) (outbox.Rotation, error) {
+	old, err := s.sealer.OpenSecret(id, current)
+	if err != nil {
+		return outbox.Rotation{}, fmt.Errorf("open the current secret: %w", err)
+	}
+	if subtle.ConstantTimeCompare([]byte(old), []byte(secret)) == 1 {
+		return outbox.Rotation{}, outbox.ErrSameSecret
+	}
+	var r outbox.Rotation
+	if r.Secret, err = s.sealer.SealSecret(id, secret); err != nil {
+		return r, err
+	}
+	r.Previous, err = s.sealer.SealSecret(id, old)
+	return r, err
 }
 
 // ForgetExpiredSecrets erases the previous secrets whose grace period has

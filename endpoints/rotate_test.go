@@ -15,13 +15,19 @@ import (
 func secrets(t *testing.T, s *endpoints.Store, name string, b bundle) (cur, prev string, until *time.Time) {
 	t.Helper()
 	var p *string
+	var id string
 	err := b.db.Pool.QueryRow(context.Background(),
-		`SELECT secret, secret_previous, secret_previous_until FROM webhook_endpoints WHERE name = $1`, name).Scan(&cur, &p, &until)
+		`SELECT id::text, secret, secret_previous, secret_previous_until FROM webhook_endpoints WHERE name = $1`, name).Scan(&id, &cur, &p, &until)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cur, err = (testSealer{}).OpenSecret(id, cur); err != nil {
+		t.Fatal(err)
+	}
 	if p != nil {
-		prev = *p
+		if prev, err = (testSealer{}).OpenSecret(id, *p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return cur, prev, until
 }

@@ -135,7 +135,13 @@ func TestRotateToTheSameSecret(t *testing.T) {
 	t.Parallel()
 	s, db := setup(t)
 	endpoint(t, db, "shop", true)
-	if _, err := s.RotateEndpointSecret(context.Background(), "shop", "whsec_x", time.Hour); !errors.Is(err, outbox.ErrSameSecret) {
+	same := func(id, current string) (outbox.Rotation, error) {
+		if current == "whsec_x" {
+			return outbox.Rotation{}, outbox.ErrSameSecret
+		}
+		return outbox.Rotation{Secret: "whsec_x", Previous: current}, nil
+	}
+	if _, err := s.RotateEndpointSecret(context.Background(), "shop", same, time.Hour); !errors.Is(err, outbox.ErrSameSecret) {
 		t.Fatalf("%v, want ErrSameSecret", err)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE secret = 'whsec_x' AND secret_previous IS NULL AND secret_previous_until IS NULL"); n != 1 {

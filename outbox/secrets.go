@@ -11,45 +11,56 @@ import (
 	"github.com/fluxora/webhook-worker/webhook"
 )
 
-// ErrSameSecret is returned by RotateEndpointSecret when the new secret is
-// the endpoint's current one; nothing is changed.
+// ErrSameSecret is returned (by the caller's seal function) to
+// RotateEndpointSecret when the new secret is the endpoint's current one;
+// nothing is changed.
 var ErrSameSecret = errors.New("the new secret is the endpoint's current one")
 
-// sameSecretSQL locks the endpoint named @name and says whether @secret is
-// its current secret: under the lock, the rotation that follows replaces the
-// secret this compared.
-const sameSecretSQL = `SELECT secret = @secret FROM webhook_endpoints WHERE name = @name FOR UPDATE`
+// lockSecretSQL locks the endpoint named @name and reads its id and its
+// current secret as stored: under the lock, the rotation that follows
+// replaces the secret the caller compared.
+const lockSecretSQL = `SELECT id::text, secret FROM webhook_endpoints WHERE name = @name FOR UPDATE`
 
-// rotateSecretSQL makes @secret the secret of the endpoint named @name and
-// keeps the one it replaces until @grace_us microseconds from now by the
-// database clock: the end is stored, so that a worker's restart neither
-// extends nor shortens it. With a grace of 0 the old secret stops signing
-// at once. A secret still in an earlier grace period is dropped: only the
-// secret just replaced stays valid.
+// rotateSecretSQL makes @secret the secret of the endpoint @id and keeps
+// @previous (the one it replaces, as the caller stored it again) until
+// @grace_us microseconds from now by the database clock: the end is
+// stored, so that a worker's restart neither extends nor shortens it. With
+// a grace of 0 the old secret stops signing at once. A secret still in an
+// earlier grace period is dropped: only the secret just replaced stays
+// valid.
 const rotateSecretSQL = `UPDATE webhook_endpoints SET
   secret = @secret,
-  secret_previous = CASE WHEN @grace_us::bigint > 0 THEN secret END,
+  secret_previous = CASE WHEN @grace_us::bigint > 0 THEN @previous::text END,
   secret_previous_until = CASE WHEN @grace_us::bigint > 0 THEN now() + @grace_us::bigint * interval '1 microsecond' END
-WHERE name = @name
+WHERE id = @id::uuid
 RETURNING ` + endpointColumnsSQL
 
-// RotateEndpointSecret makes secret the signing secret of the endpoint
-// named name and keeps its current one signing until grace (>= 0) from
-// now, by the database clock, in one transaction (sameSecretSQL, then
-// rotateSecretSQL). A secret equal to the current one returns
-// ErrSameSecret.
-func (s *Store) RotateEndpointSecret(ctx context.Context, name, secret string, grace time.Duration) (webhook.Endpoint, error) {
+// Rotation is what RotateEndpointSecret writes: the new secret and the
+// one it replaces, each as stored (sealed for the endpoint's id).
+type Rotation struct {
+	Secret, Previous string
+}
+
+// RotateEndpointSecret rotates the secret of the endpoint named name in
+// one transaction: it locks the endpoint (lockSecretSQL), asks seal for the
+// new secret and the current one as they are to be stored, given the
+// endpoint's id and its current secret as stored (seal returns
+// ErrSameSecret when the new secret is the current one), and writes them
+// (rotateSecretSQL), the previous signing until grace (>= 0) from now, by
+// the database clock.
+func (s *Store) RotateEndpointSecret(ctx context.Context, name string, seal func(id, current string) (Rotation, error), grace time.Duration) (webhook.Endpoint, error) {
 	var e webhook.Endpoint
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var same bool
-		if err := tx.QueryRow(ctx, sameSecretSQL, pgx.NamedArgs{"name": name, "secret": secret}).Scan(&same); err != nil {
+		var id, current string
+		if err := tx.QueryRow(ctx, lockSecretSQL, pgx.NamedArgs{"name": name}).Scan(&id, &current); err != nil {
 			return err
 		}
-		if same {
-			return ErrSameSecret
+		r, err := seal(id, current)
+		if err != nil {
+			return err
 		}
-		var err error
-		e, err = scanEndpoint(tx.QueryRow(ctx, rotateSecretSQL, pgx.NamedArgs{"name": name, "secret": secret, "grace_us": grace.Microseconds()}))
+		e, err = scanEndpoint(tx.QueryRow(ctx, rotateSecretSQL, pgx.NamedArgs{"id": id, "secret": r.Secret, "previous": r.Previous,
+			"grace_us": grace.Microseconds()}))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

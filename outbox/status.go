@@ -88,6 +88,9 @@ type EndpointStatus struct {
 	// URL is the endpoint's URL as the table holds it; "" for the
 	// WEBHOOK_URL endpoint, which the table does not hold.
 	URL string `json:"-"`
+	// ClientCertNotAfter is when its client certificate expires; nil
+	// for none.
+	ClientCertNotAfter *time.Time `json:"client_cert_not_after,omitempty"`
 }
 
 // EndpointStatusSQL reads every endpoint of the table, and the WEBHOOK_URL
@@ -107,14 +110,15 @@ const EndpointStatusSQL = `WITH p AS (
   SELECT endpoint_id, count(*) AS dead FROM webhook_dead_letter GROUP BY endpoint_id
 ), e AS (
   SELECT id, name, url, enabled, coalesce(disabled_reason, '') AS disabled_reason, webhook_time_clamp(failing_since) AS failing_since,
-         coalesce(last_error, '') AS last_error, last_status, webhook_time_clamp(last_error_at) AS last_error_at
+         coalesce(last_error, '') AS last_error, last_status, webhook_time_clamp(last_error_at) AS last_error_at,
+         webhook_time_clamp(client_cert_not_after) AS client_cert_not_after
   FROM webhook_endpoints
   UNION ALL
-  SELECT NULL, '` + DefaultEndpointName + `', '', true, '', NULL, '', NULL, NULL
+  SELECT NULL, '` + DefaultEndpointName + `', '', true, '', NULL, '', NULL, NULL, NULL
   WHERE @env::boolean OR EXISTS (SELECT 1 FROM p WHERE endpoint_id IS NULL) OR EXISTS (SELECT 1 FROM d WHERE endpoint_id IS NULL)
 )
 SELECT e.name, e.url, e.enabled, e.disabled_reason, coalesce(p.due, 0), coalesce(p.scheduled, 0), coalesce(p.in_flight, 0),
-       coalesce(d.dead, 0), e.failing_since, e.last_error, e.last_status, e.last_error_at
+       coalesce(d.dead, 0), e.failing_since, e.last_error, e.last_status, e.last_error_at, e.client_cert_not_after
 FROM e
   LEFT JOIN p ON p.endpoint_id IS NOT DISTINCT FROM e.id
   LEFT JOIN d ON d.endpoint_id IS NOT DISTINCT FROM e.id
@@ -132,7 +136,7 @@ func (s *Store) EndpointStatus(ctx context.Context, env bool, only string) ([]En
 	out := []EndpointStatus{}
 	var e EndpointStatus
 	_, err = pgx.ForEachRow(rows, []any{&e.Name, &e.URL, &e.Enabled, &e.DisabledReason, &e.Pending, &e.Scheduled, &e.InFlight,
-		&e.DeadLetters, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt}, func() error {
+		&e.DeadLetters, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.ClientCertNotAfter}, func() error {
 		out = append(out, e)
 		e = EndpointStatus{}
 		return nil

@@ -46,6 +46,12 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$RUN"; }
 trap cleanup EXIT
 
+echo "== worker keys generate: the key file that encrypts the stored secrets (mode 0600)"
+(umask 077 && bin/worker keys generate >"$RUN/secrets.keys")
+chmod 600 "$RUN/secrets.keys"
+export WEBHOOK_SECRETS_KEY_FILE="$RUN/secrets.keys"
+ls -l "$RUN/secrets.keys" | awk '{print $1, $NF}'
+
 echo "== worker endpoints add (billing: invoice.paid only; audit: every event type; secrets generated)"
 bin/worker endpoints add --name billing --url "http://$BILLING_ADDR/hooks" --events invoice.paid | tee "$RUN/billing.add"
 bin/worker endpoints add --name audit --url "http://$AUDIT_ADDR/hooks" | tee "$RUN/audit.add"

@@ -33,7 +33,13 @@ func (s *Sender) errorText(parent, reqCtx context.Context, err error) string {
 		}
 		err = ue.Err
 	}
-	return s.scrub(err.Error())
+	text := err.Error()
+	if strings.Contains(text, "remote error: tls: ") {
+		// The consumer ended the handshake with an alert: most often it
+		// refused the client certificate (none, unknown CA, expired).
+		text = "the consumer refused the TLS handshake (check the endpoint's client certificate): " + text
+	}
+	return s.scrub(text)
 }
 
 // headerLimitHit reports whether err is net/http's refusal of a response

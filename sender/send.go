@@ -95,6 +95,11 @@ func (s *Sender) Send(ctx context.Context, r Request) (res Result) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if s.literal != "" {
+		if err := s.control("tcp", s.literal, nil); err != nil {
+			return Result{Outcome: Permanent, Error: s.scrub(err.Error())} // the egress guard, behind a proxy
+		}
+	}
 	reqCtx, cancel := context.WithTimeoutCause(ctx, s.timeout, errTimeout)
 	defer cancel()
 	resp, err := s.transport.RoundTrip(s.newRequest(reqCtx, r))

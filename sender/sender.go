@@ -24,6 +24,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -106,6 +107,22 @@ type Config struct {
 	PreviousSecret []byte
 	// PreviousUntil ends PreviousSecret's grace period; required with it.
 	PreviousUntil time.Time
+	// Proxy, when set, carries every request of the default transport: an
+	// http:// or https:// proxy, to which an https URL's connection is a
+	// CONNECT tunnel (an http URL's request is forwarded). Its
+	// credentials, if any, go in Proxy-Authorization. With a proxy,
+	// Control does not run on the proxy's address (the operator's own);
+	// it runs once per Send on the URL's host when that is an IP address
+	// (a name is the proxy's to resolve and check). Nil: direct
+	// connections; the environment's proxy variables are never read.
+	Proxy *url.URL
+	// RootCAs verifies the consumer's certificate. Nil: the system roots.
+	// Ignored when Transport is set.
+	RootCAs *x509.CertPool
+	// GetClientCertificate, when set, gives the client certificate a
+	// consumer asking for one receives (mutual TLS), on each handshake;
+	// one with no Certificate sends none. Ignored when Transport is set.
+	GetClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 }
 
 // Headers is a set of signature header families.
@@ -126,6 +143,10 @@ type Sender struct {
 	now     func() time.Time
 	// maxHeader is the response header limit errorText names.
 	maxHeader int64
+	// literal is the URL's host:port when a proxy carries the requests and
+	// the host is an IP address: Control checks it on each Send.
+	literal string
+	control func(network, address string, c syscall.RawConn) error
 	// transport sends each request once: calling it directly (not through
 	// an http.Client) never follows a redirect, a 3xx comes back as it is,
 	// and no per-request header copies are made for redirect handling.
@@ -164,7 +185,13 @@ func New(cfg Config) (*Sender, error) {
 	s.maxHeader = cmp.Or(cfg.MaxResponseHeaderBytes, MaxResponseHeaderBytesDefault)
 	transport := cfg.Transport
 	if transport == nil {
-		transport = newTransport(cmp.Or(cfg.MaxConns, MaxConnsDefault), s.maxHeader, cfg.Control, cfg.LookupNetIP)
+		transport = newTransport(cfg, cmp.Or(cfg.MaxConns, MaxConnsDefault), s.maxHeader)
+		if _, err := netip.ParseAddr(u.Hostname()); err == nil && cfg.Proxy != nil && cfg.Control != nil {
+			s.literal, s.control = u.Host, cfg.Control
+			if u.Port() == "" {
+				s.literal = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+			}
+		}
 	} else if t, ok := transport.(*http.Transport); ok {
 		s.maxHeader = transportHeaderLimit(t)
 	}
@@ -220,23 +247,30 @@ func (s *Sender) Close() {
 
 // newTransport returns the default transport: keep-alive with up to
 // maxConns connections, response headers read up to maxHeader bytes,
-// HTTP/1.1, no proxy, certificates verified. It is
-// built from scratch rather than cloned from http.DefaultTransport so that
-// neither proxy settings nor a process-wide change to DefaultTransport leak
-// in. Dial, TLS handshake and response have no limits of their own: the
-// attempt's context (Config.Timeout) bounds them all, so whichever stalls,
-// the attempt ends as "timeout after <Timeout>".
-func newTransport(maxConns int, maxHeader int64, control func(network, address string, c syscall.RawConn) error,
-	lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) *http.Transport {
+// HTTP/1.1, certificates verified (by cfg.RootCAs), cfg.Proxy or no proxy,
+// cfg's client certificate. It is built from scratch rather than cloned
+// from http.DefaultTransport so that neither proxy settings nor a
+// process-wide change to DefaultTransport leak in. Dial, TLS handshake and
+// response have no limits of their own: the attempt's context
+// (Config.Timeout) bounds them all, so whichever stalls, the attempt ends
+// as "timeout after <Timeout>".
+func newTransport(cfg Config, maxConns int, maxHeader int64) *http.Transport {
+	control, proxy := cfg.Control, http.ProxyURL(cfg.Proxy)
+	if cfg.Proxy == nil {
+		proxy = nil // never from the environment
+	} else {
+		control = nil // the dialer dials the proxy alone; Send checks literals
+	}
 	dialer := &net.Dialer{KeepAlive: 30 * time.Second, Control: control}
 	dial := dialer.DialContext
-	if lookup != nil {
-		dial = dialResolved(dialer, lookup)
+	if cfg.LookupNetIP != nil {
+		dial = dialResolved(dialer, cfg.LookupNetIP)
 	}
 	return &http.Transport{
-		Proxy:               nil, // never from the environment
-		DialContext:         dial,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		Proxy:       proxy,
+		DialContext: dial,
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.RootCAs,
+			GetClientCertificate: cfg.GetClientCertificate},
 		DisableCompression:  true, // the body is discarded; keep headers exact
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,

@@ -31,6 +31,9 @@ type Endpoint struct {
 	// signing; nil when none is in its grace period. The secrets
 	// themselves are never read.
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+	// ClientCertNotAfter is when its client certificate (mutual TLS)
+	// expires; nil when it has none. The key is never read.
+	ClientCertNotAfter *time.Time `json:"client_cert_not_after,omitempty"`
 	// Ordering is what a dead-lettered delivery with an ordering key does
 	// to its key: OrderingMoveOn (the default) lets the next event go;
 	// OrderingHold keeps the key waiting until it is replayed or purged.

@@ -11,6 +11,7 @@ import (
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/eventheaders"
 	"github.com/fluxora/webhook-worker/gates"
+	"github.com/fluxora/webhook-worker/sealed"
 	"github.com/fluxora/webhook-worker/sender"
 )
 
@@ -59,6 +60,11 @@ type httpSenders struct {
 	env  *sender.Sender
 	base sender.Config // of the table endpoints' senders, but URL and Secret
 	max  int           // sendersMax
+	// keys open the endpoints' sealed secrets, once per sender made (the
+	// cache is keyed by the stored values); nil: only plaintexts of before.
+	keys *sealed.Keyring
+	// certs gives each endpoint's sender its client certificate; nil: none.
+	certs *clientCerts
 
 	mu  sync.Mutex
 	per map[string]*list.Element // by endpoint id; each holds an *endpointSender
@@ -71,6 +77,9 @@ type endpointSender struct {
 	previousUntil         time.Time
 	s                     *sender.Sender
 	err                   string // why the endpoint's URL or secret cannot be used
+	// sealed says err is a secret that does not open: the attempt is
+	// retried (a worker given the key sends it), never sent unsigned.
+	sealed bool
 }
 
 func newHTTPSenders(env *sender.Sender, base sender.Config) *httpSenders {
@@ -78,12 +87,12 @@ func newHTTPSenders(env *sender.Sender, base sender.Config) *httpSenders {
 }
 
 // forRow returns the sender of r's endpoint, or why there is none.
-func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
+func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, *endpointSender) {
 	if r.EndpointID == "" {
 		if h.env == nil {
-			return nil, "no WEBHOOK_URL endpoint configured"
+			return nil, &endpointSender{err: "no WEBHOOK_URL endpoint configured"}
 		}
-		return h.env, ""
+		return h.env, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -91,7 +100,7 @@ func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
 		es := el.Value.(*endpointSender)
 		if es.url == r.URL && es.secret == r.Secret && es.previous == r.PreviousSecret && es.previousUntil.Equal(r.PreviousUntil) {
 			h.lru.MoveToFront(el)
-			return es.s, es.err
+			return es.s, es
 		}
 		h.drop(el)
 	}
@@ -100,7 +109,7 @@ func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, string) {
 	for h.lru.Len() > h.max {
 		h.drop(h.lru.Back())
 	}
-	return es.s, es.err
+	return es.s, es
 }
 
 // drop forgets a sender and closes its idle connections; a request it is
@@ -113,15 +122,25 @@ func (h *httpSenders) drop(el *list.Element) {
 	}
 }
 
-// newSender makes the sender of r's endpoint, or says why it cannot.
+// newSender makes the sender of r's endpoint, its secrets opened, or says
+// why it cannot.
 func (h *httpSenders) newSender(r dispatcher.Row) *endpointSender {
+	es := &endpointSender{id: r.EndpointID, url: r.URL, secret: r.Secret, previous: r.PreviousSecret, previousUntil: r.PreviousUntil}
 	cfg := h.base
-	cfg.URL, cfg.Secret = r.URL, []byte(r.Secret)
-	if r.PreviousSecret != "" {
-		cfg.PreviousSecret, cfg.PreviousUntil = []byte(r.PreviousSecret), r.PreviousUntil
+	cfg.URL = r.URL
+	var err error
+	if cfg.Secret, err = h.keys.Open(r.Secret, sealed.EndpointSecret(r.EndpointID)); err == nil && r.PreviousSecret != "" {
+		cfg.PreviousUntil = r.PreviousUntil
+		cfg.PreviousSecret, err = h.keys.Open(r.PreviousSecret, sealed.EndpointSecret(r.EndpointID))
 	}
-	s, err := sender.New(cfg)
-	es := &endpointSender{id: r.EndpointID, url: r.URL, secret: r.Secret, previous: r.PreviousSecret, previousUntil: r.PreviousUntil, s: s}
+	if err != nil {
+		es.err, es.sealed = "endpoint "+r.EndpointName+": its secret cannot be opened: "+err.Error(), true
+		return es
+	}
+	if h.certs != nil {
+		cfg.GetClientCertificate = h.certs.forEndpoint(r.EndpointID)
+	}
+	es.s, err = sender.New(cfg)
 	if err != nil {
 		// The error names the field, never its value.
 		es.err = "endpoint " + r.EndpointName + ": " + err.Error()
@@ -130,9 +149,12 @@ func (h *httpSenders) newSender(r dispatcher.Row) *endpointSender {
 }
 
 func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Result {
-	s, why := h.forRow(r)
+	s, es := h.forRow(r)
 	if s == nil {
-		return dispatcher.Result{Class: dispatcher.Permanent, Error: why}
+		if es.sealed {
+			return dispatcher.Result{Class: dispatcher.Retryable, Error: es.err}
+		}
+		return dispatcher.Result{Class: dispatcher.Permanent, Error: es.err}
 	}
 	name := r.EndpointName
 	if r.EndpointID == "" {

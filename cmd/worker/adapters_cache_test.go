@@ -31,7 +31,7 @@ func TestSenderCacheStaysAtItsCap(t *testing.T) {
 	for round := range 2 {
 		for i := range 3 * sendersMax {
 			if s, why := h.forRow(endpointRow(fmt.Sprint(i), url)); s == nil {
-				t.Fatalf("round %d, endpoint %d: %s", round, i, why)
+				t.Fatalf("round %d, endpoint %d: %s", round, i, why.err)
 			}
 		}
 	}

@@ -86,6 +86,8 @@ type config struct {
 	// SignatureHeaders are the signature header families of every request
 	// (WEBHOOK_SIGNATURE_HEADERS, default both).
 	SignatureHeaders sender.Headers
+	// Trust is the key file, the egress proxy and the consumers' roots.
+	Trust trustConfig
 
 	LogFormat string // "json" or "text"
 	LogLevel  slog.Level
@@ -346,6 +348,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	e.egressRefusesEnvURL(c)
 	c.SignatureHeaders = e.signatureHeaders("WEBHOOK_SIGNATURE_HEADERS")
 	c.ListenURL = e.listenURL(c.DatabaseURL)
+	c.Trust = e.trust()
 	return c, errors.Join(e.errs...)
 }
 

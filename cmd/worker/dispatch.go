@@ -58,7 +58,7 @@ func stoppedCode(err error) int {
 	switch {
 	case errors.Is(err, schema.ErrNotMigrated):
 		return exitSchema
-	case errors.Is(err, errListenPooled):
+	case errors.Is(err, errListenPooled), errors.Is(err, errSealedUnreadable):
 		return exitUsage
 	}
 	return exitFailure
@@ -109,6 +109,7 @@ func (w *worker) Run(ctx context.Context) error {
 	g.Go(func() error { return w.hsh.Run(gctx) })
 	g.Go(func() error { return w.eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, w.cfg.DisableAfter) })
 	g.Go(func() error { return w.ret.Run(gctx) })
+	g.Go(func() error { return w.certs.Run(gctx) })
 	if err := w.serve(gctx, g); err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (w *worker) logStarted() {
 	w.log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
 		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
 		"lease", w.lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
-		"gates", gatesSummary(cfg), "database_path", w.path.String())
+		"gates", gatesSummary(cfg), "database_path", w.path.String(), "trust", cfg.Trust.String())
 }
 
 // ownConnect opens a connection outside the pool (the listener's, the

@@ -73,7 +73,7 @@ func TestEgressRefusedSpellingsAreRefusedWhereGiven(t *testing.T) {
 			if v, ok := extra[k]; ok {
 				return v
 			}
-			return map[string]string{"DATABASE_URL": db.URL}[k]
+			return map[string]string{"DATABASE_URL": db.URL, "WEBHOOK_SECRETS_KEY_FILE": testKeyFile(t)}[k]
 		}
 	}
 	for _, tc := range []struct {

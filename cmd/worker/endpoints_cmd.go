@@ -18,9 +18,11 @@ import (
 // endpointsCommands are the commands of worker endpoints, in the order of
 // the help; endpointsRunners dispatches them.
 var endpointsCommands = []command{
-	{"add", "--name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N] [--ordering move-on|hold]", "add an endpoint"},
+	{"add", "--name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N] [--client-cert-file F --client-key-file F]" +
+		" [--ordering move-on|hold]", "add an endpoint"},
 	{"list", "[--json]", "every endpoint, never its secret"},
-	{"update", "NAME [--url U] [--events a,b] [--retry-rps N] [--ordering move-on|hold]", "change an endpoint's URL, events, retry rate or ordering"},
+	{"update", "NAME [--url U] [--events a,b] [--retry-rps N] [--client-cert-file F --client-key-file F | --no-client-cert]" +
+		" [--ordering move-on|hold]", "change an endpoint's URL, events, retry rate, client certificate or ordering"},
 	{"disable", "NAME [--reason R]", "stop delivering to an endpoint; its pending deliveries are dead-lettered"},
 	{"enable", "NAME", "deliver to a disabled endpoint again"},
 	{"remove", "NAME [--force]", "remove an endpoint"},
@@ -34,6 +36,10 @@ func endpointsRunners() map[string]runFunc {
 		"rotate-secret": endpointsRotateSecret,
 	}
 }
+
+// orderingUsage is the help of --ordering.
+const orderingUsage = "a dead-lettered delivery with an ordering key: move-on (the key's next event goes; the default) " +
+	"or hold (the key waits until it is replayed or purged)"
 
 // retryRPSMax is the largest --retry-rps and WEBHOOK_RETRY_RPS: the
 // endpoint catalog's bound, declared once.
@@ -50,6 +56,13 @@ to a loopback host; no credentials. --retry-rps (1 to 1000000) overrides
 WEBHOOK_RETRY_RPS (update --retry-rps 0 clears it). --json prints a JSON
 array ([] when empty). Changes reach running workers within a
 second.
+
+Secrets and client certificate keys are stored encrypted under the first
+key of WEBHOOK_SECRETS_KEY_FILE: add, rotate-secret and a client
+certificate's update need it (exit 2 without it). --client-cert-file (PEM
+chain, leaf first) and --client-key-file (its PEM key) give the endpoint a
+client certificate for mutual TLS; --no-client-cert removes it. Workers
+use a new certificate for their new connections within 10 seconds.
 
 rotate-secret makes a new secret (generated and printed once without
 --secret) sign from now on, and keeps the one it replaces signing beside it
@@ -77,11 +90,27 @@ func endpointsFlags(name string, stderr io.Writer) *flag.FlagSet {
 
 // endpointsStore connects and returns the store, or nil and the exit code.
 func endpointsStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*endpoints.Store, func(), int) {
+	return newEndpointsStore(ctx, getenv, stderr, name, nil)
+}
+
+// sealingStore is endpointsStore with the key file's Sealer, for the
+// commands that store a secret or a client key: without
+// WEBHOOK_SECRETS_KEY_FILE they exit 2, before connecting.
+func sealingStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*endpoints.Store, func(), int) {
+	k, err := secretsKeyring(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", name, err)
+		return nil, nil, exitUsage
+	}
+	return newEndpointsStore(ctx, getenv, stderr, name, keyringSealer{k})
+}
+
+func newEndpointsStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string, sealer endpoints.Sealer) (*endpoints.Store, func(), int) {
 	pool, code := opsPool(ctx, getenv, stderr, "endpoints "+name)
 	if pool == nil {
 		return nil, nil, code
 	}
-	s, err := endpoints.New(endpoints.Config{Pool: pool})
+	s, err := endpoints.New(endpoints.Config{Pool: pool, Sealer: sealer})
 	if err != nil {
 		pool.Close()
 		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", name, err)
@@ -151,7 +180,8 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	events := fs.String("events", "", "subscribed event types, comma-separated (default: every type)")
 	sf := secretFlags(fs, "signing secret")
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
-	ordering := fs.String("ordering", webhook.OrderingMoveOn, "a dead-lettered delivery with an ordering key: move-on (the key's next event goes) or hold (the key waits until it is replayed or purged)")
+	cf := certFlags(fs)
+	ordering := fs.String("ordering", webhook.OrderingMoveOn, orderingUsage)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -173,16 +203,21 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	if code := checkEgress(*u, getenv, stderr, "add"); code != exitOK {
 		return code
 	}
-	s, done, code := endpointsStore(ctx, getenv, stderr, "add")
+	cert, code := cf.value("add", stderr)
+	if code != exitOK {
+		return code
+	}
+	s, done, code := sealingStore(ctx, getenv, stderr, "add")
 	if s == nil {
 		return code
 	}
 	defer done()
-	e, err := s.Add(ctx, *name, *u, types, secret, *rps, endpoints.WithOrdering(*ordering))
+	e, err := s.Create(ctx, endpoints.NewEndpoint{Name: *name, URL: *u, Events: types, Secret: secret, RetryRPS: *rps, ClientCert: cert,
+		Ordering: *ordering})
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
-	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s)\n", e.Name, e.ID, eventsText(e.EventTypes))
+	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s)\n", e.Name, e.ID, eventsText(e.EventTypes), certText(e))
 	if generated {
 		fmt.Fprintf(stdout, "secret (shown once): %s\n", secret)
 	}
@@ -272,12 +307,16 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	u := fs.String("url", "", "new URL")
 	events := fs.String("events", "", `subscribed event types, comma-separated ("" or "*": every type)`)
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
-	ordering := fs.String("ordering", "", "a dead-lettered delivery with an ordering key: move-on or hold")
+	cf := certFlags(fs)
+	ordering := fs.String("ordering", "", orderingUsage)
 	name, code, ok := oneName(fs, args, stderr)
 	if !ok {
 		return code
 	}
 	var up endpoints.Update
+	if up.ClientCert, code = cf.value("update", stderr); code != exitOK {
+		return code
+	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -299,7 +338,7 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 		return exitUsage
 	}
 	if up == (endpoints.Update{}) {
-		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --ordering")
+		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --client-cert-file, --no-client-cert, --ordering")
 		return exitUsage
 	}
 	if up.URL != nil {
@@ -307,7 +346,11 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 			return code
 		}
 	}
-	s, done, code := endpointsStore(ctx, getenv, stderr, "update")
+	open := endpointsStore
+	if up.ClientCert != nil {
+		open = sealingStore
+	}
+	s, done, code := open(ctx, getenv, stderr, "update")
 	if s == nil {
 		return code
 	}
@@ -320,8 +363,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	if e.RetryRPS > 0 {
 		rpsText = fmt.Sprint(e.RetryRPS)
 	}
-	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s\n", e.Name, displayURL(e.URL),
-		eventsText(e.EventTypes), rpsText, e.Ordering)
+	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s\n", e.Name, displayURL(e.URL),
+		eventsText(e.EventTypes), rpsText, e.Ordering, certText(e))
 	return exitOK
 }
 

@@ -52,7 +52,7 @@ func TestEndpointsCommands(t *testing.T) {
 			generated = s
 		}
 	}
-	if !strings.HasPrefix(generated, "whsec_") || db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE name = 'all' AND secret = $1", generated) != 1 {
+	if stored, _, sealed := storedSecrets(t, db, "all"); !strings.HasPrefix(generated, "whsec_") || stored != generated || !sealed {
 		t.Fatalf("generated secret not printed once, or not the one stored:\n%s", out)
 	}
 

@@ -80,7 +80,7 @@ func endpointsRotateSecret(ctx context.Context, args []string, getenv func(strin
 	if code != exitOK {
 		return code
 	}
-	s, done, code := endpointsStore(ctx, getenv, stderr, "rotate-secret")
+	s, done, code := sealingStore(ctx, getenv, stderr, "rotate-secret")
 	if s == nil {
 		return code
 	}

@@ -139,6 +139,7 @@ func envFor(databaseURL string, c *consumer, overrides map[string]string) map[st
 		"WEBHOOK_TIMEOUT_MS":       "5000",
 		"WEBHOOK_METRICS_ADDR":     "127.0.0.1:0",
 		"LOG_LEVEL":                "debug",
+		"WEBHOOK_SECRETS_KEY_FILE": keyFilePath(),
 	}
 	if c != nil {
 		env["WEBHOOK_URL"] = c.srv.URL

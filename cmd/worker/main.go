@@ -6,6 +6,7 @@
 //	worker dlq ...    list, replay and purge dead letters
 //	worker endpoints ... add, list, update, disable, enable, remove endpoints, rotate their secrets
 //	worker attempts   every attempt of one delivery
+//	worker keys ...   generate a key, re-encrypt the stored secrets
 //
 // Exit codes: 0 success; 1 runtime failure (database unreachable, shutdown
 // timeout exceeded); 2 bad usage or configuration; 3 schema not migrated.
@@ -45,6 +46,7 @@ var topCommands = []command{
 	{"dlq", "", "dead letters"},
 	{"endpoints", "", "the endpoints of webhook_endpoints"},
 	{"attempts", "DELIVERY_ID [--json]", "every attempt of one delivery, across retries and replays"},
+	{"keys", "", "the key file that encrypts the stored secrets"},
 }
 
 // topRunners dispatches the commands of topCommands ("" runs the
@@ -59,11 +61,12 @@ func topRunners() map[string]runFunc {
 			return runDispatcher(ctx, getenv, stderr)
 		},
 		"migrate": runMigrate, "status": runStatus, "dlq": runDLQ, "endpoints": runEndpoints, "attempts": runAttempts,
+		"keys": runKeys,
 	}
 }
 
 // groups are the commands that have commands of their own.
-var groups = map[string][]command{"dlq": dlqCommands, "endpoints": endpointsCommands}
+var groups = map[string][]command{"dlq": dlqCommands, "endpoints": endpointsCommands, "keys": keysCommands}
 
 var usage = topUsage()
 

@@ -14,6 +14,7 @@ import (
 // start must be gone once they have stopped.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	removeKeyFile()
 	if code == 0 {
 		// Keep-alive connections of the tests' own HTTP client are not the
 		// worker's.

@@ -19,7 +19,7 @@ import (
 func ops(t *testing.T, db *testdb.DB, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	env := map[string]string{"DATABASE_URL": db.URL}
+	env := map[string]string{"DATABASE_URL": db.URL, "WEBHOOK_SECRETS_KEY_FILE": testKeyFile(t)}
 	code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
 	return code, out.String(), errb.String()
 }

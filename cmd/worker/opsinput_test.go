@@ -27,8 +27,9 @@ func opsInputFixture(t *testing.T) (db *testdb.DB, unchanged func(what string)) 
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox"); n != 0 {
 			t.Errorf("%s: %d outbox rows, want 0", what, n)
 		}
+		cur, prev, _ := storedSecrets(t, db, "shop")
 		if n := db.Count(t, `SELECT count(*) FROM webhook_endpoints WHERE name = 'shop' AND retry_rps = 5 AND enabled
-			AND secret = $1 AND secret_previous IS NULL`, cliSecret); n != 1 || db.Count(t, "SELECT count(*) FROM webhook_endpoints") != 1 {
+			AND secret_previous IS NULL`); n != 1 || cur != cliSecret || prev != "" || db.Count(t, "SELECT count(*) FROM webhook_endpoints") != 1 {
 			t.Errorf("%s: endpoint shop changed, or another was added", what)
 		}
 	}
@@ -164,7 +165,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(top)); !slices.Equal(got, slices.Sorted(slices.Values(append(names, "")))) {
 		t.Fatalf("dispatch %v, help table %v", got, names)
 	}
-	runners := map[string]map[string]runFunc{"dlq": dlqRunners(), "endpoints": endpointsRunners()}
+	runners := map[string]map[string]runFunc{"dlq": dlqRunners(), "endpoints": endpointsRunners(), "keys": keysRunners()}
 	if got := slices.Sorted(maps.Keys(runners)); !slices.Equal(got, slices.Sorted(maps.Keys(groups))) {
 		t.Fatalf("groups %v, help groups %v", got, slices.Sorted(maps.Keys(groups)))
 	}

@@ -66,7 +66,7 @@ func (s bounced) producerPool(t *testing.T, mode string) *pgxpool.Pool {
 // opsVia runs an operator command in-process against databaseURL.
 func opsVia(databaseURL string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	env := map[string]string{"DATABASE_URL": databaseURL}
+	env := map[string]string{"DATABASE_URL": databaseURL, "WEBHOOK_SECRETS_KEY_FILE": keyFilePath()}
 	code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
 	return code, out.String(), errb.String()
 }

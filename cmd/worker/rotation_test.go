@@ -282,15 +282,15 @@ func TestSecretFile(t *testing.T) {
 	second := write("second", rotNew+"\r\nignored second line\n")
 	empty := write("empty", "\n"+rotNew)
 	endpointsCLI(t, db, exitOK, "add", "--name", "billing", "--url", "https://hooks.example.com/", "--secret-file", first)
-	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE secret = $1", rotOld); n != 1 {
-		t.Fatal("add --secret-file did not store the file's first line")
+	if cur, _, sealed := storedSecrets(t, db, "billing"); cur != rotOld || !sealed {
+		t.Fatal("add --secret-file did not store the file's first line, sealed")
 	}
 	code, out, errs := ops(t, db, "endpoints", "rotate-secret", "billing", "--secret-file", second)
 	if code != exitOK || strings.Contains(out+errs, rotNew) || strings.Contains(out, "shown once") {
 		t.Fatalf("rotate-secret --secret-file: exit %d\n%s%s", code, out, errs)
 	}
-	if n := db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE secret = $1 AND secret_previous = $2", rotNew, rotOld); n != 1 {
-		t.Fatal("rotate-secret --secret-file did not store the file's first line as the new secret")
+	if cur, prev, sealed := storedSecrets(t, db, "billing"); cur != rotNew || prev != rotOld || !sealed {
+		t.Fatal("rotate-secret --secret-file did not store the file's first line as the new secret, sealed")
 	}
 	for _, tc := range []struct {
 		args []string

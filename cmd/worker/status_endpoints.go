@@ -63,10 +63,24 @@ func circuits(ctx context.Context, cfg opsConfig, eps []endpointStatus) {
 	}
 }
 
+// certExpiry is the CLIENT CERT column: "-" for none, else its expiry and
+// the days left by now (or "EXPIRED").
+func certExpiry(notAfter *time.Time, now time.Time) string {
+	if notAfter == nil {
+		return "-"
+	}
+	left := notAfter.Sub(now)
+	if left <= 0 {
+		return "EXPIRED " + notAfter.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("until %s (%d days)", notAfter.UTC().Format(time.RFC3339), int(left.Hours()/24))
+}
+
 // printEndpoints writes the endpoints' table.
 func printEndpoints(out io.Writer, eps []endpointStatus) {
+	now := time.Now()
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tDEAD LETTERS\tCIRCUIT\tLAST ERROR")
+	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tDEAD LETTERS\tCIRCUIT\tCLIENT CERT\tLAST ERROR")
 	for _, e := range eps {
 		state := "enabled"
 		if !e.Enabled {
@@ -85,7 +99,8 @@ func printEndpoints(out io.Writer, eps []endpointStatus) {
 		if circuit == "" {
 			circuit = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", e.Name, state, e.Pending, e.InFlight, e.Scheduled, e.DeadLetters, circuit, last)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", e.Name, state, e.Pending, e.InFlight, e.Scheduled, e.DeadLetters, circuit,
+			certExpiry(e.ClientCertNotAfter, now), last)
 	}
 	_ = w.Flush()
 }

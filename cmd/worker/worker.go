@@ -17,6 +17,7 @@ import (
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/listener"
+	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/retention"
 	"github.com/fluxora/webhook-worker/sender"
 	schema "github.com/fluxora/webhook-worker/sql"
@@ -38,6 +39,8 @@ type worker struct {
 	eps  *endpoints.Store
 	d    *dispatcher.Dispatcher
 	ret  *retention.Deleter // history's partitions; WEBHOOK_RETENTION=0 keeps them
+	// certs are the endpoints' client certificates, read again while it runs.
+	certs *clientCerts
 
 	closers []func() // run by Close, last first
 }
@@ -73,6 +76,9 @@ func (w *worker) build(ctx context.Context) error {
 		Connect: ownConnect(listenCC, "fluxora-webhook-listener"), Probe: notifyProbe(w.pool), Logger: w.log, Registerer: w.reg,
 	})
 	if err != nil {
+		return err
+	}
+	if err := w.openCredentials(ctx); err != nil {
 		return err
 	}
 	snd, err := w.senders()
@@ -127,6 +133,21 @@ func (w *worker) openDatabase(ctx context.Context) (*pgx.ConnConfig, error) {
 	return listenBase(ctx, w.cfg)
 }
 
+// openCredentials opens every stored credential (a worker that cannot
+// refuses to start: errSealedUnreadable) and loads the client
+// certificates.
+func (w *worker) openCredentials(ctx context.Context) error {
+	store, err := outbox.New(w.pool)
+	if err != nil {
+		return err
+	}
+	if err := checkCredentials(ctx, store, w.cfg.Trust.Keys, w.log); err != nil {
+		return err
+	}
+	w.certs = newClientCerts(store, w.cfg.Trust.Keys, w.log, w.reg)
+	return w.certs.load(ctx)
+}
+
 // senders builds the WEBHOOK_URL endpoint's sender (if any) and the cache
 // of the table endpoints' senders, all behind the egress guard.
 func (w *worker) senders() (*httpSenders, error) {
@@ -137,14 +158,16 @@ func (w *worker) senders() (*httpSenders, error) {
 		var err error
 		envSnd, err = sender.New(sender.Config{URL: cfg.WebhookURL, Secret: cfg.Secret, Timeout: cfg.Timeout,
 			MaxConns: cfg.Concurrency, MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
-			PreviousSecret: cfg.SecretPrevious, PreviousUntil: cfg.SecretPreviousUntil})
+			PreviousSecret: cfg.SecretPrevious, PreviousUntil: cfg.SecretPreviousUntil, Proxy: cfg.Trust.EgressProxy, RootCAs: cfg.Trust.RootCAs})
 		if err != nil {
 			return nil, err
 		}
 		logPreviousSecret(w.log, cfg, time.Now())
 	}
 	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: min(cfg.EndpointConcurrency, cfg.Concurrency),
-		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders})
+		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
+		Proxy: cfg.Trust.EgressProxy, RootCAs: cfg.Trust.RootCAs})
+	snd.keys, snd.certs = cfg.Trust.Keys, w.certs
 	w.closers = append(w.closers, snd.Close)
 	return snd, nil
 }
