@@ -14,18 +14,21 @@ import (
 const DefaultEndpointName = "default"
 
 // pendingRowsSQL is every pending row of webhook_outbox, read through the
-// three partial indexes that together hold them (migration 012): an
+// four partial indexes that together hold them (migrations 012, 015): an
 // endpoint's deliveries, the events not fanned out yet, the WEBHOOK_URL
-// endpoint's deliveries. A plain "WHERE NOT processed" matches none of them,
+// endpoint's deliveries, and the rows of either waiting behind the head
+// of their key (held). A plain "WHERE NOT processed" matches none of them,
 // and would read the history too.
-const pendingRowsSQL = `(SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NOT NULL
+const pendingRowsSQL = `(SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NOT NULL AND NOT held
   UNION ALL SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout IS NULL
-  UNION ALL SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout IS NOT NULL)`
+  UNION ALL SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout IS NOT NULL AND NOT held
+  UNION ALL ` + laneRowsSQL + `)`
 
 // QueueStatus is the outbox as `worker status` reports it. The JSON names
 // are the command's.
 type QueueStatus struct {
-	PendingDue        int64   `json:"pending_due"`                // due now (DueSQL)
+	PendingDue        int64   `json:"pending_due"`                // due now (DueSQL), not waiting behind their key
+	Waiting           int64   `json:"waiting_for_key"`            // waiting behind the head of their ordering key
 	ScheduledRetries  int64   `json:"scheduled"`                  // pending, created_at still to come
 	InFlight          int64   `json:"in_flight"`                  // held by a live lease
 	OldestPendingSecs float64 `json:"oldest_pending_seconds"`     // age of the oldest pending row whose time has come, seconds
@@ -42,8 +45,9 @@ type QueueStatus struct {
 // it). The oldest age is read through webhook_time_clamp, so that a time out
 // of range (a database whose time constraints were dropped) cannot fail it.
 const QueueStatusSQL = `WITH pending AS (
-  SELECT count(*) FILTER (WHERE ` + DueSQL + `) AS due,
-         count(*) FILTER (WHERE o.created_at > now()) AS scheduled,
+  SELECT count(*) FILTER (WHERE ` + DueSQL + ` AND NOT o.held) AS due,
+         count(*) FILTER (WHERE o.held) AS waiting,
+         count(*) FILTER (WHERE o.created_at > now() AND NOT o.held) AS scheduled,
          count(*) FILTER (WHERE o.locked_until > now()) AS in_flight,
          COALESCE(EXTRACT(EPOCH FROM now() - min(webhook_time_clamp(o.created_at)) FILTER (WHERE o.created_at <= now())), 0) AS oldest,
          COALESCE(sum(o.reclaims), 0) AS reclaims
@@ -54,7 +58,7 @@ const QueueStatusSQL = `WITH pending AS (
          COALESCE(sum(reclaims), 0) AS reclaims
   FROM webhook_outbox WHERE processed AND processed_at > now() - interval '1 hour'
 )
-SELECT pending.due, pending.scheduled, pending.in_flight, pending.oldest, recent.processed, recent.unrouted,
+SELECT pending.due, pending.waiting, pending.scheduled, pending.in_flight, pending.oldest, recent.processed, recent.unrouted,
   pending.reclaims + recent.reclaims,
   (SELECT count(*) FROM webhook_dead_letter),
   (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fluxora-webhook-listener')
@@ -63,7 +67,7 @@ FROM pending, recent`
 // QueueStatus reads the outbox's counts.
 func (s *Store) QueueStatus(ctx context.Context) (QueueStatus, error) {
 	var q QueueStatus
-	err := s.pool.QueryRow(ctx, QueueStatusSQL).Scan(&q.PendingDue, &q.ScheduledRetries, &q.InFlight, &q.OldestPendingSecs,
+	err := s.pool.QueryRow(ctx, QueueStatusSQL).Scan(&q.PendingDue, &q.Waiting, &q.ScheduledRetries, &q.InFlight, &q.OldestPendingSecs,
 		&q.ProcessedLastHour, &q.UnroutedLastHour, &q.LeasesReclaimed, &q.DeadLetters, &q.ListeningWorkers)
 	if err != nil {
 		return QueueStatus{}, fmt.Errorf("queue status: %w", err)
@@ -77,7 +81,8 @@ type EndpointStatus struct {
 	Name           string     `json:"name"`
 	Enabled        bool       `json:"enabled"`
 	DisabledReason string     `json:"disabled_reason,omitempty"`
-	Pending        int64      `json:"pending_due"` // due now (DueSQL)
+	Pending        int64      `json:"pending_due"` // due now (DueSQL), not waiting behind their key
+	Waiting        int64      `json:"waiting_for_key"`
 	Scheduled      int64      `json:"scheduled"`
 	InFlight       int64      `json:"in_flight"`
 	DeadLetters    int64      `json:"dead_letters"`
@@ -101,8 +106,9 @@ type EndpointStatus struct {
 // that name. The health times are read through webhook_time_clamp.
 const EndpointStatusSQL = `WITH p AS (
   SELECT o.endpoint_id,
-         count(*) FILTER (WHERE ` + DueSQL + `) AS due,
-         count(*) FILTER (WHERE o.created_at > now()) AS scheduled,
+         count(*) FILTER (WHERE ` + DueSQL + ` AND NOT o.held) AS due,
+         count(*) FILTER (WHERE o.held) AS waiting,
+         count(*) FILTER (WHERE o.created_at > now() AND NOT o.held) AS scheduled,
          count(*) FILTER (WHERE o.locked_until > now()) AS in_flight
   FROM ` + pendingRowsSQL + ` o WHERE o.endpoint_id IS NOT NULL OR o.fanout IS NOT NULL
   GROUP BY o.endpoint_id
@@ -117,7 +123,7 @@ const EndpointStatusSQL = `WITH p AS (
   SELECT NULL, '` + DefaultEndpointName + `', '', true, '', NULL, '', NULL, NULL, NULL
   WHERE @env::boolean OR EXISTS (SELECT 1 FROM p WHERE endpoint_id IS NULL) OR EXISTS (SELECT 1 FROM d WHERE endpoint_id IS NULL)
 )
-SELECT e.name, e.url, e.enabled, e.disabled_reason, coalesce(p.due, 0), coalesce(p.scheduled, 0), coalesce(p.in_flight, 0),
+SELECT e.name, e.url, e.enabled, e.disabled_reason, coalesce(p.due, 0), coalesce(p.waiting, 0), coalesce(p.scheduled, 0), coalesce(p.in_flight, 0),
        coalesce(d.dead, 0), e.failing_since, e.last_error, e.last_status, e.last_error_at, e.client_cert_not_after
 FROM e
   LEFT JOIN p ON p.endpoint_id IS NOT DISTINCT FROM e.id
@@ -135,7 +141,7 @@ func (s *Store) EndpointStatus(ctx context.Context, env bool, only string) ([]En
 	}
 	out := []EndpointStatus{}
 	var e EndpointStatus
-	_, err = pgx.ForEachRow(rows, []any{&e.Name, &e.URL, &e.Enabled, &e.DisabledReason, &e.Pending, &e.Scheduled, &e.InFlight,
+	_, err = pgx.ForEachRow(rows, []any{&e.Name, &e.URL, &e.Enabled, &e.DisabledReason, &e.Pending, &e.Waiting, &e.Scheduled, &e.InFlight,
 		&e.DeadLetters, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.ClientCertNotAfter}, func() error {
 		out = append(out, e)
 		e = EndpointStatus{}

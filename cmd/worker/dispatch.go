@@ -110,6 +110,7 @@ func (w *worker) Run(ctx context.Context) error {
 	g.Go(func() error { return w.eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, w.cfg.DisableAfter) })
 	g.Go(func() error { return w.ret.Run(gctx) })
 	g.Go(func() error { return w.certs.Run(gctx) })
+	g.Go(func() error { return w.blocked.Run(gctx) })
 	if err := w.serve(gctx, g); err != nil {
 		return err
 	}

@@ -36,10 +36,12 @@ type circuitStatus struct {
 
 const statusUsage = `usage: worker status [--endpoint NAME] [--json]
 
-Pending, in flight, scheduled, oldest pending age, processed and unrouted in
-the last hour, leases reclaimed from dead workers, dead letters, listening
-workers; then per endpoint: state, pending, in flight, scheduled, dead
-letters, circuit state (with REDIS_URL) and last error. --endpoint NAME
+Pending, waiting behind their ordering key, in flight, scheduled, oldest
+pending age, processed and unrouted in the last hour, leases reclaimed from
+dead workers, dead letters, listening workers; then per endpoint: state,
+pending, in flight, scheduled, waiting for their key, blocked keys (count,
+oldest), dead letters, circuit state (with REDIS_URL), client certificate
+and last error. --endpoint NAME
 shows that endpoint only. --json prints one JSON object (its endpoints: []
 when there are none).
 `
@@ -76,9 +78,10 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "pending (due now)\t%d\n", s.PendingDue)
+	fmt.Fprintf(w, "waiting behind their ordering key\t%d\n", s.Waiting)
 	fmt.Fprintf(w, "in flight (leased to a worker)\t%d\n", s.InFlight)
 	fmt.Fprintf(w, "scheduled (retries, deferrals)\t%d\n", s.ScheduledRetries)
-	fmt.Fprintf(w, "oldest pending\t%s\n", (time.Duration(s.OldestPendingSecs * float64(time.Second))).Round(time.Millisecond))
+	fmt.Fprintf(w, "oldest pending\t%s\n", secs(s.OldestPendingSecs))
 	fmt.Fprintf(w, "processed in the last hour\t%d\n", s.ProcessedLastHour)
 	fmt.Fprintf(w, "unrouted (last hour)\t%d\n", s.UnroutedLastHour)
 	fmt.Fprintf(w, "leases reclaimed (pending, last hour)\t%d\n", s.LeasesReclaimed)
@@ -203,4 +206,9 @@ func opsConnect(ctx context.Context, getenv func(string) string, stderr io.Write
 		return cfg, nil, exitFailure
 	}
 	return cfg, pool, exitOK
+}
+
+// secs shows seconds as a duration, to the millisecond.
+func secs(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }

@@ -16,7 +16,12 @@ import (
 type endpointStatus struct {
 	outbox.EndpointStatus
 	Circuit string `json:"circuit,omitempty"` // with REDIS_URL: closed, open, half-open, or why unknown
-	url     string // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
+	// BlockedKeys and BlockedOldestSecs: its ordering keys that cannot
+	// move now (outbox.BlockedKeysSQL), and how long the longest blocked
+	// has waited, in seconds.
+	BlockedKeys       int64   `json:"blocked_keys"`
+	BlockedOldestSecs float64 `json:"blocked_oldest_seconds"`
+	url               string  // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
 }
 
 // endpointsStatus reads the endpoints' status; only, when not empty, names
@@ -26,9 +31,18 @@ func endpointsStatus(ctx context.Context, store *outbox.Store, cfg opsConfig, on
 	if err != nil {
 		return nil, err
 	}
+	blocked, err := store.BlockedKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]outbox.BlockedKeys, len(blocked))
+	for _, b := range blocked {
+		byName[b.Endpoint] = b
+	}
 	out := make([]endpointStatus, len(eps))
 	for i, e := range eps {
-		out[i] = endpointStatus{EndpointStatus: e, url: e.URL}
+		b := byName[e.Name]
+		out[i] = endpointStatus{EndpointStatus: e, url: e.URL, BlockedKeys: b.Keys, BlockedOldestSecs: b.OldestSecs}
 		if e.Name == dispatcher.DefaultEndpointName && e.URL == "" {
 			out[i].url = cfg.WebhookURL
 		}
@@ -80,7 +94,7 @@ func certExpiry(notAfter *time.Time, now time.Time) string {
 func printEndpoints(out io.Writer, eps []endpointStatus) {
 	now := time.Now()
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tDEAD LETTERS\tCIRCUIT\tCLIENT CERT\tLAST ERROR")
+	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tWAITING FOR KEY\tBLOCKED KEYS\tDEAD LETTERS\tCIRCUIT\tCLIENT CERT\tLAST ERROR")
 	for _, e := range eps {
 		state := "enabled"
 		if !e.Enabled {
@@ -99,8 +113,12 @@ func printEndpoints(out io.Writer, eps []endpointStatus) {
 		if circuit == "" {
 			circuit = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", e.Name, state, e.Pending, e.InFlight, e.Scheduled, e.DeadLetters, circuit,
-			certExpiry(e.ClientCertNotAfter, now), last)
+		blocked := "-"
+		if e.BlockedKeys > 0 {
+			blocked = fmt.Sprintf("%d (oldest %s)", e.BlockedKeys, secs(e.BlockedOldestSecs))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", e.Name, state, e.Pending, e.InFlight, e.Scheduled, e.Waiting,
+			blocked, e.DeadLetters, circuit, certExpiry(e.ClientCertNotAfter, now), last)
 	}
 	_ = w.Flush()
 }

@@ -41,6 +41,8 @@ type worker struct {
 	ret  *retention.Deleter // history's partitions; WEBHOOK_RETENTION=0 keeps them
 	// certs are the endpoints' client certificates, read again while it runs.
 	certs *clientCerts
+	// blocked sets the blocked ordering keys' gauges while it runs.
+	blocked *blockedKeys
 
 	closers []func() // run by Close, last first
 }
@@ -145,6 +147,7 @@ func (w *worker) openCredentials(ctx context.Context) error {
 		return err
 	}
 	w.certs = newClientCerts(store, w.cfg.Trust.Keys, w.log, w.reg)
+	w.blocked = newBlockedKeys(store, w.log, w.reg)
 	return w.certs.load(ctx)
 }
 
