@@ -33,6 +33,11 @@ type delivery struct {
 	Body                            []byte
 	At                              time.Time
 	SignatureOK                     bool
+	// Key and Seq are webhook-ordering-key and webhook-sequence ("" and
+	// 0 without a key); Answered is when the consumer chose its status.
+	Key      string
+	Seq      int64
+	Answered time.Time
 }
 
 // consumer is a real HTTP consumer that verifies signatures and records
@@ -64,6 +69,8 @@ func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
 		Body: body, At: time.Now(), Endpoint: r.Header.Get("x-fluxora-endpoint"),
 	}
 	d.Attempt, _ = strconv.Atoi(r.Header.Get("x-fluxora-attempt"))
+	d.Key = r.Header.Get("webhook-ordering-key")
+	d.Seq, _ = strconv.ParseInt(r.Header.Get("webhook-sequence"), 10, 64)
 	mac := hmac.New(sha256.New, []byte(c.secret))
 	mac.Write([]byte(d.Timestamp + "." + string(body)))
 	d.SignatureOK = hmac.Equal([]byte(hex.EncodeToString(mac.Sum(nil))), []byte(d.Signature)) &&
@@ -86,7 +93,7 @@ func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	if i < len(c.got) { // a benchmark may have reset got meanwhile
-		c.got[i].Status = status
+		c.got[i].Status, c.got[i].Answered = status, time.Now()
 	}
 	c.mu.Unlock()
 	w.WriteHeader(status)

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
+)
+
+// orderedEvent is the payload of the ordering test's events: key k's i-th
+// event (k -1: unordered).
+type orderedEvent struct {
+	K int `json:"k"`
+	I int `json:"i"`
+}
+
+// Two workers deliver 40 keys × 15 events interleaved with unordered
+// events to a consumer that fails the first attempt of every 4th event and
+// answers after a random delay, while one worker is SIGKILLed mid-run and
+// one more key's head fails until everything else has arrived. For every
+// key, no request for event i+1 arrives before event i was answered 2xx,
+// each request carries the key and its sequence (i+1), nothing is lost,
+// and the failing head holds back no other key.
+func TestOrderedDeliveryAcrossWorkersAndSIGKILL(t *testing.T) {
+	t.Parallel()
+	const keys, perKey, unordered, poison = 40, 15, 150, 40
+	db := testdb.New(t)
+	var release atomic.Bool
+	c := newConsumer(t, func(d delivery) int {
+		var ev orderedEvent
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			return http.StatusBadRequest
+		}
+		time.Sleep(time.Duration(rand.IntN(8)) * time.Millisecond)
+		switch {
+		case ev.K == poison && ev.I == 0 && !release.Load():
+			return http.StatusServiceUnavailable
+		case ev.I%4 == 3 && d.Attempt == 1:
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	env := baseEnv(db, c, map[string]string{"WEBHOOK_TIMEOUT_MS": "2000", "WEBHOOK_MAX_ATTEMPTS": "1000",
+		"WEBHOOK_BACKOFF_BASE_MS": "10", "WEBHOOK_BACKOFF_MAX_MS": "50"})
+	first := startProcess(t, env)
+	startedWorker(t, first.logs)
+	second := startProcess(t, env)
+	startedWorker(t, second.logs)
+
+	// Keys' events in rounds (event i of every key, then i+1), one
+	// transaction each, unordered events between them; the poison key
+	// (40) has 3 events.
+	insert := func(k, i int) {
+		var key any
+		if k >= 0 {
+			key = "key-" + strconv.Itoa(k)
+		}
+		b, _ := json.Marshal(orderedEvent{K: k, I: i})
+		if _, err := db.Pool.Exec(context.Background(),
+			`INSERT INTO webhook_outbox (event_type, payload, ordering_key) VALUES ('order.step', $1, $2)`, string(b), key); err != nil {
+			t.Error(err)
+		}
+	}
+	u := 0
+	for i := range perKey {
+		for k := range keys {
+			insert(k, i)
+			if (i*keys+k)%4 == 0 && u < unordered {
+				insert(-1, u)
+				u++
+			}
+		}
+		if i < 3 {
+			insert(poison, i)
+		}
+		if i == perKey/3 {
+			// A third in: one worker dies with rows in flight.
+			if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	total := keys*perKey + u
+	waitfor.True(t, 90*time.Second, "every event but the poison key's delivered", func() bool {
+		return deliveredEvents(c, poison) >= total
+	})
+	if got := answered(c, poison, 0); got {
+		t.Fatal("the poison key's head was answered 2xx before its release")
+	}
+	release.Store(true)
+	waitfor.True(t, 60*time.Second, "the poison key's events delivered", func() bool {
+		return answered(c, poison, 2)
+	})
+
+	checkOrder(t, c.deliveries(), keys+1)
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"); n != 0 {
+		t.Fatalf("%d rows still pending", n)
+	}
+	figures(t, "ordering: %d keyed events (41 keys) and %d unordered, 2 workers, one SIGKILLed: %d requests, order kept", keys*perKey+3, u,
+		len(c.deliveries()))
+}
+
+// deliveredEvents counts the distinct events answered 2xx, but those of
+// key skip.
+func deliveredEvents(c *consumer, skip int) int {
+	seen := map[orderedEvent]bool{}
+	for _, d := range c.deliveries() {
+		var ev orderedEvent
+		if d.Status/100 == 2 && json.Unmarshal(d.Body, &ev) == nil && ev.K != skip {
+			seen[ev] = true
+		}
+	}
+	return len(seen)
+}
+
+// answered reports whether event i of key k was answered 2xx.
+func answered(c *consumer, k, i int) bool {
+	for _, d := range c.deliveries() {
+		var ev orderedEvent
+		if d.Status/100 == 2 && json.Unmarshal(d.Body, &ev) == nil && ev == (orderedEvent{k, i}) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOrder asserts, for every key below keys, that each request for
+// event i+1 arrived after event i was first answered 2xx, and that every
+// request carries the key and the sequence i+1.
+func checkOrder(t *testing.T, got []delivery, keys int) {
+	t.Helper()
+	type req struct {
+		i        int
+		at, done time.Time
+		ok       bool
+	}
+	byKey := map[int][]req{}
+	for _, d := range got {
+		var ev orderedEvent
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			t.Fatalf("a request's body: %v", err)
+		}
+		if ev.K < 0 {
+			if d.Key != "" {
+				t.Errorf("an unordered event carried the key %q", d.Key)
+			}
+			continue
+		}
+		if want := fmt.Sprintf("key-%d", ev.K); d.Key != want || d.Seq != int64(ev.I+1) {
+			t.Errorf("event %d of key %d carried key %q sequence %d, want %q %d", ev.I, ev.K, d.Key, d.Seq, want, ev.I+1)
+		}
+		byKey[ev.K] = append(byKey[ev.K], req{ev.I, d.At, d.Answered, d.Status/100 == 2})
+	}
+	if len(byKey) != keys {
+		t.Fatalf("requests for %d keys, want %d", len(byKey), keys)
+	}
+	for k, reqs := range byKey {
+		firstOK := map[int]time.Time{}
+		for _, r := range reqs {
+			if r.ok && (firstOK[r.i].IsZero() || r.done.Before(firstOK[r.i])) {
+				firstOK[r.i] = r.done
+			}
+		}
+		sort.Slice(reqs, func(a, b int) bool { return reqs[a].at.Before(reqs[b].at) })
+		for _, r := range reqs {
+			if r.i == 0 {
+				continue
+			}
+			prev, ok := firstOK[r.i-1]
+			if !ok || r.at.Before(prev) {
+				t.Fatalf("key %d: a request for event %d arrived at %s, before event %d was answered 2xx (%v)",
+					k, r.i, r.at.Format(time.RFC3339Nano), r.i-1, prev.Format(time.RFC3339Nano))
+			}
+		}
+	}
+}
