@@ -6,6 +6,7 @@
 //	worker dlq ...    list, replay and purge dead letters
 //	worker endpoints ... add, list, update, disable, enable, remove endpoints, rotate their secrets
 //	worker attempts   every attempt of one delivery
+//	worker console    the operator console in the browser
 //
 // Exit codes: 0 success; 1 runtime failure (database unreachable, shutdown
 // timeout exceeded); 2 bad usage or configuration; 3 schema not migrated.
@@ -45,6 +46,7 @@ var topCommands = []command{
 	{"dlq", "", "dead letters"},
 	{"endpoints", "", "the endpoints of webhook_endpoints"},
 	{"attempts", "DELIVERY_ID [--json]", "every attempt of one delivery, across retries and replays"},
+	{"console", "[--addr HOST:PORT]", "serve the operator console (WEBHOOK_CONSOLE_TOKEN_FILE required)"},
 }
 
 // topRunners dispatches the commands of topCommands ("" runs the
@@ -59,6 +61,7 @@ func topRunners() map[string]runFunc {
 			return runDispatcher(ctx, getenv, stderr)
 		},
 		"migrate": runMigrate, "status": runStatus, "dlq": runDLQ, "endpoints": runEndpoints, "attempts": runAttempts,
+		"console": runConsole,
 	}
 }
 
