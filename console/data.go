@@ -3,8 +3,8 @@ package console
 import (
 	"context"
 	"maps"
-	"slices"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/fluxora/webhook-worker/outbox"
