@@ -51,7 +51,9 @@ func TestDeliverySearch(t *testing.T) {
 		t.Fatalf("by event id: %d %s", res.StatusCode, body)
 	}
 	var d struct {
-		Row      struct{ PayloadPreview string `json:"payload_preview"` }
+		Row struct {
+			PayloadPreview string `json:"payload_preview"`
+		}
 		Headers  [][2]string `json:"request_headers"`
 		Attempts []struct {
 			DeliveryID string `json:"delivery_id"`
