@@ -37,6 +37,11 @@ func TestOverview(t *testing.T) {
 		!strings.Contains(body, "http 410") {
 		t.Fatalf("overview page: %d %s", res.StatusCode, body)
 	}
+	// Values are escaped: a reason holding markup shows as text.
+	b.exec(t, `UPDATE webhook_endpoints SET disabled_reason = '<script>alert(1)</script>' WHERE name = 'off'`)
+	if _, body = do(t, c, "GET", b.url+"/", nil, bearer...); strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)") {
+		t.Fatalf("a reason with markup is not escaped: %s", body)
+	}
 }
 
 // A search by the event id finds its delivery to shop, attempts and

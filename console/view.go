@@ -37,7 +37,7 @@ var pageNames = []string{"login", "overview", "endpoint", "delivery", "deadlette
 type pages struct{ t map[string]*template.Template }
 
 func parsePages() (*pages, error) {
-	funcs := template.FuncMap{"time": fmtTime, "ms": fmtMS, "pct": fmtPct, "status": fmtStatus, "str": fmtStr}
+	funcs := template.FuncMap{"time": fmtTime, "ms": fmtMS, "pct": fmtPct, "status": fmtStatus, "str": fmtStr, "endpointRows": endpointRows}
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+name+".html")
