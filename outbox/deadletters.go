@@ -60,11 +60,14 @@ func (s *Store) endpointArgs(ctx context.Context, name string) (pgx.NamedArgs, e
 }
 
 // DeadLettersSQL lists dead letters newest first, at most @limit: of the
-// event type @event_type ("" for any) and the endpoint (endpointFilterSQL).
-// died_at is read through webhook_time_clamp.
+// event type @event_type ("" for any), died at or after @since and before
+// @until (NULL: no bound), and the endpoint (endpointFilterSQL). died_at is
+// read through webhook_time_clamp.
 const DeadLettersSQL = `SELECT d.delivery_id::text, ` + EndpointNameSQL + `, d.event_type, d.attempts, d.last_status, d.last_error, webhook_time_clamp(d.died_at)
 FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
 WHERE (@event_type::text = '' OR d.event_type = @event_type::text) AND ` + endpointFilterSQL + `
+  AND (@since::timestamptz IS NULL OR d.died_at >= @since::timestamptz)
+  AND (@until::timestamptz IS NULL OR d.died_at < @until::timestamptz)
 ORDER BY d.died_at DESC, d.id DESC LIMIT @limit`
 
 // DeadLetterQuery is what DeadLetters lists.
@@ -76,6 +79,9 @@ type DeadLetterQuery struct {
 	// Endpoint keeps those of the endpoint of this name
 	// (DefaultEndpointName: the WEBHOOK_URL one); "": any.
 	Endpoint string
+	// Since and Until keep those that died at or after Since and before
+	// Until; nil: no bound.
+	Since, Until *time.Time
 }
 
 // DeadLetters lists dead letters, newest first. None: an empty, non-nil
@@ -85,7 +91,7 @@ func (s *Store) DeadLetters(ctx context.Context, q DeadLetterQuery) ([]DeadLette
 	if err != nil {
 		return nil, err
 	}
-	args["event_type"], args["limit"] = q.EventType, q.Limit
+	args["event_type"], args["limit"], args["since"], args["until"] = q.EventType, q.Limit, timeArg(q.Since), timeArg(q.Until)
 	rows, err := s.pool.Query(ctx, DeadLettersSQL, args)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)

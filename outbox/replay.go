@@ -10,11 +10,12 @@ import (
 
 // ReplayFilterSQL selects the dead letters d a replay is about: the
 // delivery ids @ids (NULL for all), the event type @event_type ("" for
-// any), died at or after @since (NULL for any), of the endpoint
-// (endpointFilterSQL).
+// any), died at or after @since and before @until (NULL for either: no
+// bound), of the endpoint (endpointFilterSQL).
 const ReplayFilterSQL = `(@ids::uuid[] IS NULL OR d.delivery_id = ANY(@ids::uuid[]))
     AND (@event_type::text = '' OR d.event_type = @event_type::text)
     AND (@since::timestamptz IS NULL OR d.died_at >= @since::timestamptz)
+    AND (@until::timestamptz IS NULL OR d.died_at < @until::timestamptz)
     AND ` + endpointFilterSQL
 
 // ReplaySQL moves dead letters back to the outbox in one statement: a
@@ -58,6 +59,8 @@ type ReplayFilter struct {
 	EventType string
 	// Since keeps those that died at or after it; nil: any.
 	Since *time.Time
+	// Until keeps those that died before it; nil: any.
+	Until *time.Time
 	// Endpoint keeps those of the endpoint of this name
 	// (DefaultEndpointName: the WEBHOOK_URL one); "": any.
 	Endpoint string
@@ -91,12 +94,9 @@ func (s *Store) Replay(ctx context.Context, f ReplayFilter) (Replayed, error) {
 	if err != nil {
 		return Replayed{}, err
 	}
-	args["ids"], args["event_type"], args["since"] = nil, f.EventType, nil
+	args["ids"], args["event_type"], args["since"], args["until"] = nil, f.EventType, timeArg(f.Since), timeArg(f.Until)
 	if len(f.IDs) > 0 {
 		args["ids"] = f.IDs
-	}
-	if f.Since != nil {
-		args["since"] = *f.Since
 	}
 	var r Replayed
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -124,4 +124,12 @@ func (s *Store) Replay(ctx context.Context, f ReplayFilter) (Replayed, error) {
 		return Replayed{}, fmt.Errorf("replay dead letters: %w", err)
 	}
 	return r, nil
+}
+
+// timeArg is an optional time as a statement's parameter: NULL for nil.
+func timeArg(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return *t
 }

@@ -98,6 +98,13 @@ type EndpointStatus struct {
 	ClientCertNotAfter *time.Time `json:"client_cert_not_after,omitempty"`
 }
 
+// noEndpointSQL stands for the WEBHOOK_URL endpoint's NULL id in
+// EndpointStatusSQL's joins, which say "a IS NOT DISTINCT FROM b" as
+// equalities a hash join can use: IS NOT DISTINCT FROM cannot, and joined
+// by a nested loop over every pair (1,000 endpoints: 2,000,000
+// comparisons, 250 ms).
+const noEndpointSQL = `'00000000-0000-0000-0000-000000000000'::uuid`
+
 // EndpointStatusSQL reads every endpoint of the table, and the WEBHOOK_URL
 // one (DefaultEndpointName) when @env (it is configured) or it has rows:
 // pending rows once (pendingRowsSQL), dead letters
@@ -126,8 +133,8 @@ const EndpointStatusSQL = `WITH p AS (
 SELECT e.name, e.url, e.enabled, e.disabled_reason, coalesce(p.due, 0), coalesce(p.waiting, 0), coalesce(p.scheduled, 0), coalesce(p.in_flight, 0),
        coalesce(d.dead, 0), e.failing_since, e.last_error, e.last_status, e.last_error_at, e.client_cert_not_after
 FROM e
-  LEFT JOIN p ON p.endpoint_id IS NOT DISTINCT FROM e.id
-  LEFT JOIN d ON d.endpoint_id IS NOT DISTINCT FROM e.id
+  LEFT JOIN p ON coalesce(p.endpoint_id, ` + noEndpointSQL + `) = coalesce(e.id, ` + noEndpointSQL + `) AND (p.endpoint_id IS NULL) = (e.id IS NULL)
+  LEFT JOIN d ON coalesce(d.endpoint_id, ` + noEndpointSQL + `) = coalesce(e.id, ` + noEndpointSQL + `) AND (d.endpoint_id IS NULL) = (e.id IS NULL)
 WHERE @only::text = '' OR e.name = @only::text
 ORDER BY e.id IS NOT NULL, e.name`
 

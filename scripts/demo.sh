@@ -14,6 +14,9 @@
 # deliveries pending, holds back no event of another endpoint, and the rows
 # live in the outbox's partitions: pending ones in webhook_outbox_pending,
 # history in a partition of the day.
+# Last, the console (issue 24): it prints the console's address and token
+# file, and reads the endpoints through its API (DEMO_KEEP_CONSOLE=1 keeps
+# it up to browse).
 # Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +28,7 @@ BILLING_ADDR=${DEMO_BILLING_ADDR:-127.0.0.1:8089}
 AUDIT_ADDR=${DEMO_AUDIT_ADDR:-127.0.0.1:8090}
 DOWN_ADDR=${DEMO_DOWN_ADDR:-127.0.0.1:8091}
 METRICS_ADDR=${DEMO_METRICS_ADDR:-127.0.0.1:9464}
+CONSOLE_ADDR=${DEMO_CONSOLE_ADDR:-127.0.0.1:8092}
 RUN=$(mktemp -d)
 
 echo "== building bin/worker and bin/sample-consumer"
@@ -155,4 +159,21 @@ echo "== where the rows live: pending ones in webhook_outbox_pending, the histor
 psql "$DATABASE_URL" -c "SELECT tableoid::regclass AS partition, count(*) AS rows FROM webhook_outbox GROUP BY 1 ORDER BY 1"
 echo "== worker endpoints remove down --force: its pending deliveries go to the dead letter"
 bin/worker endpoints remove down --force
+
+echo "== the console (issue 24): worker console, its token in a file"
+(umask 077; head -c 32 /dev/urandom | base64 >"$RUN/console.token")
+WEBHOOK_CONSOLE_TOKEN_FILE="$RUN/console.token" bin/worker console --addr "$CONSOLE_ADDR" >"$RUN/console.log" 2>&1 & pids+=($!)
+for _ in $(seq 1 100); do grep -q 'serving' "$RUN/console.log" 2>/dev/null && break; sleep 0.1; done
+grep -q 'serving' "$RUN/console.log" || { echo "demo FAILED: the console did not start"; cat "$RUN/console.log"; exit 1; }
+echo "   console: http://$CONSOLE_ADDR/ (log in with the token in $RUN/console.token; removed when the demo ends)"
+echo "   GET /api/endpoints with the bearer token:"
+curl -fsS -H "Authorization: Bearer $(cat "$RUN/console.token")" "http://$CONSOLE_ADDR/api/endpoints" |
+  python3 -c 'import json,sys; [print("     %-8s enabled=%-5s backlog=%-6d attempts(1h)=%-4d p50=%s ms" % (e["name"], e["enabled"], e["backlog"], e["attempts_last_hour"], e["p50_ms"] and round(e["p50_ms"], 1))) for e in json.load(sys.stdin)]'
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://$CONSOLE_ADDR/api/endpoints")
+[ "$code" = 401 ] || { echo "demo FAILED: the console answered $code without a token"; exit 1; }
+echo "   without the token: $code"
+if [ -n "${DEMO_KEEP_CONSOLE:-}" ]; then
+  echo "== DEMO_KEEP_CONSOLE is set: the console stays up at http://$CONSOLE_ADDR/ (token file $RUN/console.token) until Ctrl-C"
+  wait "${pids[-1]}" || true
+fi
 echo "== demo OK: billing received 4, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret; billing served beside a backlog of 20,000"

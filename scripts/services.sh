@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer,
 # starting or installing them when they do not, and that the pgbouncer
-# binary is installed (the tests start private ones: internal/pgbouncer).
+# binary is installed (the tests start private ones: internal/pgbouncer),
+# and chromium (the console's browser test).
 # Exits non-zero when one cannot be had: tests must fail, never skip,
 # without their services.
 # Honors TEST_DATABASE_URL / TEST_REDIS_URL only for the checks' hosts when
@@ -30,6 +31,14 @@ if ! have_pgbouncer; then
 fi
 have_pgbouncer || { echo "services: pgbouncer is missing and could not be installed" >&2; exit 1; }
 
+# The console's browser test (console/browser_test.go) drives Debian's
+# chromium, headless.
+if ! command -v chromium >/dev/null; then
+  echo "services: installing chromium" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
+fi
+command -v chromium >/dev/null || { echo "services: chromium is missing and could not be installed" >&2; exit 1; }
+
 if [ -z "${TEST_DATABASE_URL:-}" ] && ! pg_up; then
   echo "services: starting PostgreSQL" >&2
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start >&2 || true
@@ -42,4 +51,4 @@ if [ -z "${TEST_REDIS_URL:-}" ] && ! redis_up; then
 fi
 if [ -z "${TEST_DATABASE_URL:-}" ]; then pg_up || { echo "services: PostgreSQL unreachable" >&2; exit 1; }; fi
 if [ -z "${TEST_REDIS_URL:-}" ]; then redis_up || { echo "services: Redis unreachable" >&2; exit 1; }; fi
-echo "services: PostgreSQL and Redis are up; pgbouncer is installed" >&2
+echo "services: PostgreSQL and Redis are up; pgbouncer and chromium are installed" >&2

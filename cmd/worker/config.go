@@ -407,3 +407,31 @@ func (e *env) days(name string, def time.Duration) time.Duration {
 	}
 	return d
 }
+
+// consoleAddrDefault is WEBHOOK_CONSOLE_ADDR's default: loopback only.
+const consoleAddrDefault = "127.0.0.1:8089"
+
+// consoleEnv is what `worker console` takes from the environment besides
+// opsConfig: its address (WEBHOOK_CONSOLE_ADDR, consoleAddrDefault), its
+// token file (WEBHOOK_CONSOLE_TOKEN_FILE, required by the command), and
+// TLS (WEBHOOK_CONSOLE_TLS_CERT_FILE and _KEY_FILE, together or not at
+// all); WEBHOOK_CONSOLE_SECURE_COOKIE marks the cookie Secure behind a
+// TLS proxy.
+type consoleEnv struct {
+	Addr, TokenFile, CertFile, KeyFile string
+	SecureCookie                       bool
+}
+
+func loadConsoleEnv(getenv func(string) string) (consoleEnv, error) {
+	e := &env{getenv: getenv}
+	c := consoleEnv{Addr: strings.TrimSpace(getenv("WEBHOOK_CONSOLE_ADDR")), TokenFile: getenv("WEBHOOK_CONSOLE_TOKEN_FILE"),
+		CertFile: getenv("WEBHOOK_CONSOLE_TLS_CERT_FILE"), KeyFile: getenv("WEBHOOK_CONSOLE_TLS_KEY_FILE"),
+		SecureCookie: e.bool("WEBHOOK_CONSOLE_SECURE_COOKIE", false)}
+	if c.Addr == "" {
+		c.Addr = consoleAddrDefault
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		e.fail("WEBHOOK_CONSOLE_TLS_CERT_FILE", "and WEBHOOK_CONSOLE_TLS_KEY_FILE come together")
+	}
+	return c, errors.Join(e.errs...)
+}

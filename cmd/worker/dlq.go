@@ -19,7 +19,7 @@ import (
 // dlqRunners dispatches them.
 var dlqCommands = []command{
 	{"list", "[--limit N] [--event TYPE] [--endpoint NAME] [--json]", "dead letters, newest first"},
-	{"replay", "(DELIVERY_ID... | --all | --endpoint NAME) [--event TYPE] [--since T]", "send dead letters again, each to its own endpoint"},
+	{"replay", "(DELIVERY_ID... | --all | --endpoint NAME) [--event-type TYPE] [--since T] [--until T]", "send dead letters again, each to its own endpoint"},
 	{"purge", "--before T [--endpoint NAME] [--yes]", "delete the dead letters that died before T"},
 }
 
@@ -34,6 +34,8 @@ webhook_dead_letter in the same transaction. An unknown id replays nothing
 and exits 1; so does an id whose endpoint is disabled or removed. With
 --all or --endpoint, the dead letters of disabled or removed endpoints are
 skipped (stderr says how many and why) and the others replayed.
+--since and --until keep those that died at or after --since and before
+--until; --event-type (or --event) keeps one event type.
 --endpoint NAME keeps the dead letters of that endpoint ("default": the
 WEBHOOK_URL endpoint). purge without --yes only counts and exits 2. T is
 RFC 3339, a date (2026-12-01) or an age (24h, 7d; at most 36500d). --limit
@@ -138,7 +140,9 @@ func dlqReplay(ctx context.Context, args []string, getenv func(string) string, s
 	fs := dlqFlags("replay", stderr)
 	all := fs.Bool("all", false, "replay every dead letter (with --event/--since/--endpoint: every matching one)")
 	event := fs.String("event", "", "only this event type")
+	fs.StringVar(event, "event-type", "", "only this event type (the same as --event)")
 	since := timeArgFlag(fs, "since", "only those that died at or after T")
+	until := timeArgFlag(fs, "until", "only those that died before T")
 	endpoint := fs.String("endpoint", "", `only this endpoint's ("default": the WEBHOOK_URL one)`)
 	ids, err := parseInterleaved(fs, args)
 	if err == flag.ErrHelp {
@@ -159,16 +163,12 @@ func dlqReplay(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		uuids = append(uuids, id)
 	}
-	var sinceT *time.Time
-	if since.set {
-		sinceT = &since.t
-	}
 	store, closeStore, code := opsStore(ctx, getenv, stderr, "dlq replay")
 	if store == nil {
 		return code
 	}
 	defer closeStore()
-	r, err := store.Replay(ctx, outbox.ReplayFilter{IDs: uuids, EventType: *event, Since: sinceT, Endpoint: *endpoint})
+	r, err := store.Replay(ctx, outbox.ReplayFilter{IDs: uuids, EventType: *event, Since: since.ptr(), Until: until.ptr(), Endpoint: *endpoint})
 	if err != nil {
 		return dlqFailed(stderr, "dlq replay", err)
 	}

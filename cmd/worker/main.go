@@ -7,6 +7,7 @@
 //	worker endpoints ... add, list, update, disable, enable, remove endpoints, rotate their secrets
 //	worker attempts   every attempt of one delivery
 //	worker keys ...   generate a key, re-encrypt the stored secrets
+//	worker console    the operator console in the browser
 //
 // Exit codes: 0 success; 1 runtime failure (database unreachable, shutdown
 // timeout exceeded); 2 bad usage or configuration; 3 schema not migrated.
@@ -47,6 +48,7 @@ var topCommands = []command{
 	{"endpoints", "", "the endpoints of webhook_endpoints"},
 	{"attempts", "DELIVERY_ID [--json]", "every attempt of one delivery, across retries and replays"},
 	{"keys", "", "the key file that encrypts the stored secrets"},
+	{"console", "[--addr HOST:PORT]", "serve the operator console (WEBHOOK_CONSOLE_TOKEN_FILE required)"},
 }
 
 // topRunners dispatches the commands of topCommands ("" runs the
@@ -62,6 +64,7 @@ func topRunners() map[string]runFunc {
 		},
 		"migrate": runMigrate, "status": runStatus, "dlq": runDLQ, "endpoints": runEndpoints, "attempts": runAttempts,
 		"keys": runKeys,
+		"console": runConsole,
 	}
 }
 

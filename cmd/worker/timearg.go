@@ -179,6 +179,14 @@ func (f *timeFlag) Set(v string) error {
 	return nil
 }
 
+// ptr is the time given, or nil when the flag was not.
+func (f *timeFlag) ptr() *time.Time {
+	if !f.set {
+		return nil
+	}
+	return &f.t
+}
+
 // timeArgFlag defines a time flag; its set field says whether it was given.
 func timeArgFlag(fs *flag.FlagSet, name, usage string) *timeFlag {
 	f := &timeFlag{now: time.Now}

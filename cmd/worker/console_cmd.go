@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fluxora/webhook-worker/console"
+	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/outbox"
+)
+
+const consoleUsage = `usage: worker console [--addr HOST:PORT]
+
+Serves the operator console (pages and a JSON API under /api/) at --addr,
+else WEBHOOK_CONSOLE_ADDR, default 127.0.0.1:8089. It needs DATABASE_URL
+and WEBHOOK_CONSOLE_TOKEN_FILE: a file whose first line is the token (at
+least 16 characters) every request must present, as
+"Authorization: Bearer TOKEN" or through the login form's session cookie.
+With WEBHOOK_CONSOLE_TLS_CERT_FILE and WEBHOOK_CONSOLE_TLS_KEY_FILE it
+serves HTTPS. Runs until SIGINT or SIGTERM. See README.md, "Console".
+Exit codes: 0 stopped, 1 failure, 2 usage or configuration, 3 not migrated.
+`
+
+// tokenHowTo is what `worker console` says without a token file.
+const tokenHowTo = `worker console: WEBHOOK_CONSOLE_TOKEN_FILE is required: a file holding the console's token. Make one:
+  umask 077; head -c 32 /dev/urandom | base64 > console.token
+  export WEBHOOK_CONSOLE_TOKEN_FILE=$PWD/console.token
+`
+
+func runConsole(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := commandFlags("worker console", consoleUsage, stderr)
+	addr := fs.String("addr", "", "listen address (default WEBHOOK_CONSOLE_ADDR, else 127.0.0.1:8089)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cenv, err := loadConsoleEnv(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker console: configuration:\n%v\n", err)
+		return exitUsage
+	}
+	if cenv.TokenFile == "" {
+		fmt.Fprint(stderr, tokenHowTo)
+		return exitUsage
+	}
+	token, err := readSecretFile(cenv.TokenFile)
+	if err == nil && len(token) < console.TokenMinLength {
+		err = fmt.Errorf("the token in %s is shorter than %d characters", cenv.TokenFile, console.TokenMinLength)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "worker console: WEBHOOK_CONSOLE_TOKEN_FILE: %v\n\n%s", err, tokenHowTo)
+		return exitUsage
+	}
+	if *addr != "" {
+		cenv.Addr = *addr
+	}
+	cfg, pool, code := opsConnect(ctx, getenv, stderr, "console")
+	if pool == nil {
+		return code
+	}
+	defer pool.Close()
+	store, _ := outbox.New(pool) // pool is not nil
+	// Rotating a secret stores it sealed: without WEBHOOK_SECRETS_KEY_FILE
+	// the console refuses that action (endpoints.ErrNoSealer), nothing else.
+	var sealer endpoints.Sealer
+	if k, err := secretsKeyring(getenv); err == nil {
+		sealer = keyringSealer{k}
+	} else if !errors.Is(err, errNoKeyFile) {
+		fmt.Fprintf(stderr, "worker console: %v\n", err)
+		return exitUsage
+	}
+	eps, _ := endpoints.New(endpoints.Config{Pool: pool, Sealer: sealer}) // nor here
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	srv, err := console.New(console.Config{Store: store, Endpoints: consoleEndpoints{eps}, Token: []byte(token),
+		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "worker console: %v\n", err)
+		return exitFailure
+	}
+	return serveConsole(ctx, srv, cenv, stdout, stderr)
+}
+
+// serveConsole listens on cenv.Addr, prints the address, and serves until
+// ctx ends (then drains for up to 5 s).
+func serveConsole(ctx context.Context, h http.Handler, cenv consoleEnv, stdout, stderr io.Writer) int {
+	ln, err := net.Listen("tcp", cenv.Addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker console: %v\n", err)
+		return exitFailure
+	}
+	scheme := "http"
+	if cenv.CertFile != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(stdout, "console: serving %s://%s/\n", scheme, ln.Addr())
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(stderr, nil).WithAttrs([]slog.Attr{slog.String("component", "console")}), slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() {
+		if cenv.CertFile != "" {
+			done <- hs.ServeTLS(ln, cenv.CertFile, cenv.KeyFile)
+		} else {
+			done <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err = hs.Shutdown(sctx)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "worker console: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// consoleEndpoints adapts the endpoint catalog to console.Endpoints: its
+// errors become outbox.ErrEndpointNotFound and console.ErrInvalid.
+type consoleEndpoints struct{ s *endpoints.Store }
+
+func consoleErr(err error) error {
+	var fe *endpoints.FieldError
+	switch {
+	case errors.Is(err, endpoints.ErrNotFound):
+		return fmt.Errorf("%w: %v", outbox.ErrEndpointNotFound, err)
+	case errors.As(err, &fe):
+		return fmt.Errorf("%w: %v", console.ErrInvalid, err)
+	}
+	return err
+}
+
+func (c consoleEndpoints) Disable(ctx context.Context, name, reason string) (int64, error) {
+	n, err := c.s.DisableByName(ctx, name, reason)
+	return n, consoleErr(err)
+}
+
+func (c consoleEndpoints) Enable(ctx context.Context, name string) error {
+	_, err := c.s.Enable(ctx, name)
+	return consoleErr(err)
+}
+
+func (c consoleEndpoints) RotateSecret(ctx context.Context, name string, grace time.Duration) (string, error) {
+	secret, err := endpoints.GenerateSecret()
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.s.RotateSecret(ctx, name, secret, grace); err != nil {
+		return "", consoleErr(err)
+	}
+	return secret, nil
+}

@@ -1,0 +1,233 @@
+package console
+
+import (
+	"context"
+	"maps"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/fluxora/webhook-worker/outbox"
+)
+
+// Endpoint is one endpoint as the overview and GET /api/endpoints show
+// it: its status (state, backlog, dead letters, last error) and its
+// attempts of the last Window.
+type Endpoint struct {
+	outbox.EndpointStatus
+	// Backlog is every pending delivery: due, scheduled and in flight.
+	Backlog          int64    `json:"backlog"`
+	AttemptsLastHour int64    `json:"attempts_last_hour"`
+	SuccessRate      *float64 `json:"success_rate"` // 0..1; nil: no attempt
+	P50MS            *float64 `json:"p50_ms"`
+	P99MS            *float64 `json:"p99_ms"`
+}
+
+// Overview is the queue at a glance and every endpoint.
+type Overview struct {
+	Queue     outbox.QueueStatus `json:"queue"`
+	Endpoints []Endpoint         `json:"endpoints"`
+}
+
+// endpoints reads the endpoints (only: the one of that name; "": all)
+// with their figures of the last Window.
+func (s *Server) endpoints(ctx context.Context, only string) ([]Endpoint, error) {
+	st, err := s.cfg.Store.EndpointStatus(ctx, s.cfg.DefaultEndpoint, only)
+	if err != nil {
+		return nil, err
+	}
+	hours, err := s.cfg.Store.EndpointHours(ctx, s.cfg.Now().Add(-s.cfg.Window))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Endpoint, len(st))
+	for i, e := range st {
+		h := hours[e.Name]
+		out[i] = Endpoint{EndpointStatus: e, Backlog: e.Pending + e.Scheduled + e.InFlight,
+			AttemptsLastHour: h.Attempts, P50MS: h.P50MS, P99MS: h.P99MS}
+		if h.Attempts > 0 {
+			rate := float64(h.Succeeded) / float64(h.Attempts)
+			out[i].SuccessRate = &rate
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) overview(ctx context.Context) (Overview, error) {
+	q, err := s.cfg.Store.QueueStatus(ctx)
+	if err != nil {
+		return Overview{}, err
+	}
+	eps, err := s.endpoints(ctx, "")
+	return Overview{Queue: q, Endpoints: eps}, err
+}
+
+// EndpointDetail is an endpoint's page: its figures, its attempts of the
+// last Window (newest first, at most AttemptsLimitDefault) and its
+// newest dead letters.
+type EndpointDetail struct {
+	Endpoint
+	Attempts    []outbox.DeliveryAttempt `json:"attempts"`
+	DeadLetters []outbox.DeadLetter      `json:"dead_letters"`
+}
+
+func (s *Server) endpointDetail(ctx context.Context, name string) (EndpointDetail, error) {
+	eps, err := s.endpoints(ctx, name)
+	if err != nil {
+		return EndpointDetail{}, err
+	}
+	if len(eps) == 0 {
+		return EndpointDetail{}, outbox.ErrEndpointNotFound
+	}
+	d := EndpointDetail{Endpoint: eps[0]}
+	if d.Attempts, err = s.cfg.Store.EndpointAttempts(ctx, name, s.cfg.Now().Add(-s.cfg.Window), AttemptsLimitDefault); err != nil {
+		return EndpointDetail{}, err
+	}
+	d.DeadLetters, err = s.cfg.Store.DeadLetters(ctx, outbox.DeadLetterQuery{Limit: 20, Endpoint: name})
+	return d, err
+}
+
+// Delivery is what a search by delivery or event id finds: the row's event
+// and payload preview, the request headers as the worker sends them
+// (signatures masked), and every attempt.
+type Delivery struct {
+	ID       string                   `json:"id"`
+	Found    bool                     `json:"found"`
+	Row      *outbox.DeliveryRow      `json:"row"`
+	Headers  [][2]string              `json:"request_headers"`
+	Attempts []outbox.DeliveryAttempt `json:"attempts"`
+}
+
+// delivery searches id; the row is looked up in the history processed
+// between an hour before the first attempt and an hour after the last
+// (the last Window when there is none).
+func (s *Server) delivery(ctx context.Context, id string) (Delivery, error) {
+	d := Delivery{ID: id}
+	var err error
+	if d.Attempts, err = s.cfg.Store.SearchAttempts(ctx, id); err != nil {
+		return d, err
+	}
+	from, to := s.cfg.Now().Add(-s.cfg.Window), s.cfg.Now()
+	if n := len(d.Attempts); n > 0 {
+		from, to = d.Attempts[0].StartedAt, d.Attempts[0].StartedAt
+		for _, a := range d.Attempts {
+			from, to = minTime(from, a.StartedAt), maxTime(to, a.StartedAt)
+		}
+		from, to = from.Add(-time.Hour), to.Add(time.Hour)
+	}
+	row, ok, err := s.cfg.Store.DeliveryRow(ctx, id, from, to, PreviewDefault)
+	if err != nil {
+		return d, err
+	}
+	if ok {
+		d.Row = &row
+		d.Headers = requestHeaders(id, row)
+	}
+	d.Found = ok || len(d.Attempts) > 0
+	return d, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// masked stands for a signature's value.
+const masked = "••••••••"
+
+// requestHeaders are the headers the worker sends with the delivery (the
+// attempts table keeps none): the sender's own, signatures masked, then
+// the event's own.
+func requestHeaders(id string, row outbox.DeliveryRow) [][2]string {
+	h := [][2]string{
+		{"Content-Type", "application/json"},
+		{"X-Fluxora-Delivery-Id", id},
+		{"X-Fluxora-Event", row.EventType},
+		{"X-Fluxora-Signature", "t=…,v1=" + masked},
+		{"Webhook-Id", id},
+		{"Webhook-Signature", "v1," + masked},
+	}
+	for _, k := range slices.Sorted(maps.Keys(row.Headers)) {
+		h = append(h, [2]string{k, row.Headers[k]})
+	}
+	return h
+}
+
+// deadLetterFilter is the filter of the dead-letter page and API, from
+// r's query or form: endpoint, event_type, since, until, limit.
+type deadLetterFilter struct {
+	Endpoint, EventType string
+	Since, Until        *time.Time
+	Limit               int
+}
+
+func readDeadLetterFilter(v url.Values) (deadLetterFilter, error) {
+	f := deadLetterFilter{Endpoint: v.Get("endpoint"), EventType: v.Get("event_type")}
+	var err error
+	if f.Since, err = parseTime("since", v.Get("since")); err != nil {
+		return f, err
+	}
+	if f.Until, err = parseTime("until", v.Get("until")); err != nil {
+		return f, err
+	}
+	f.Limit, err = intParam("limit", v.Get("limit"), DeadLettersLimitDefault, 1, 10_000)
+	return f, err
+}
+
+func (f deadLetterFilter) query() outbox.DeadLetterQuery {
+	return outbox.DeadLetterQuery{Limit: f.Limit, EventType: f.EventType, Endpoint: f.Endpoint, Since: f.Since, Until: f.Until}
+}
+
+// values is the filter as query parameters (the page's links and forms).
+func (f deadLetterFilter) values() url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("endpoint", f.Endpoint)
+	set("event_type", f.EventType)
+	if f.Since != nil {
+		v.Set("since", f.Since.UTC().Format(time.RFC3339))
+	}
+	if f.Until != nil {
+		v.Set("until", f.Until.UTC().Format(time.RFC3339))
+	}
+	return v
+}
+
+// requestID is the delivery id a search asks for, checked to be a uuid.
+func requestID(v string) (string, error) {
+	if !isUUID(v) {
+		return "", badRequest("id: %q is not a delivery or event id (a uuid)", v)
+	}
+	return v, nil
+}
+
+// isUUID says whether v is a uuid in its 36-character spelling.
+func isUUID(v string) bool {
+	if len(v) != 36 {
+		return false
+	}
+	for i, c := range v {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
+}

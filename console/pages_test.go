@@ -1,0 +1,184 @@
+package console_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// The overview shows the queue and every endpoint with its last hour:
+// shop made two attempts, one delivered (50%).
+func TestOverview(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	res, body := do(t, c, "GET", b.url+"/api/overview", nil, bearer...)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/overview: %d %s", res.StatusCode, body)
+	}
+	var o struct {
+		Queue     map[string]any
+		Endpoints []map[string]any
+	}
+	if err := json.Unmarshal([]byte(body), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Queue["dead_letters"] != 3.0 {
+		t.Fatalf("queue %v: want 3 dead letters", o.Queue)
+	}
+	shop := o.Endpoints[1]
+	if shop["name"] != "shop" || shop["attempts_last_hour"] != 2.0 || shop["success_rate"] != 0.5 || shop["p50_ms"] != 100.0 {
+		t.Fatalf("shop %v: want 2 attempts, 0.5, p50 100", shop)
+	}
+	res, body = do(t, c, "GET", b.url+"/", nil, bearer...)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `data-endpoint="shop"`) || !strings.Contains(body, "50.0%") ||
+		!strings.Contains(body, "http 410") {
+		t.Fatalf("overview page: %d %s", res.StatusCode, body)
+	}
+	// Values are escaped: a reason holding markup shows as text.
+	b.exec(t, `UPDATE webhook_endpoints SET disabled_reason = '<script>alert(1)</script>' WHERE name = 'off'`)
+	if _, body = do(t, c, "GET", b.url+"/", nil, bearer...); strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)") {
+		t.Fatalf("a reason with markup is not escaped: %s", body)
+	}
+}
+
+// A search by the event id finds its delivery to shop, attempts and
+// payload preview, signatures masked; by a delivery id the same; an
+// unknown id nothing; a malformed one is a 400.
+func TestDeliverySearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	res, body := do(t, c, "GET", b.url+"/api/deliveries/"+event, nil, bearer...)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("by event id: %d %s", res.StatusCode, body)
+	}
+	var d struct {
+		Row struct {
+			PayloadPreview string `json:"payload_preview"`
+		}
+		Headers  [][2]string `json:"request_headers"`
+		Attempts []struct {
+			DeliveryID string `json:"delivery_id"`
+			Status     int
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Attempts) != 2 || d.Attempts[1].Status != 200 || len(d.Row.PayloadPreview) != 2048 {
+		t.Fatalf("delivery %+v: want 2 attempts, the last 200, a preview of 2048", d)
+	}
+	sig := map[string]string{}
+	for _, h := range d.Headers {
+		sig[h[0]] = h[1]
+	}
+	if !strings.Contains(sig["Webhook-Signature"], "••••") || sig["traceparent"] != "00-abc-01" {
+		t.Fatalf("headers %v: want the signature masked and the event's traceparent", d.Headers)
+	}
+	res, body = do(t, c, "GET", b.url+"/deliveries?id="+d.Attempts[0].DeliveryID, nil, bearer...)
+	if res.StatusCode != http.StatusOK || strings.Count(body, "<tr><td>"+d.Attempts[0].DeliveryID) != 2 {
+		t.Fatalf("by delivery id: %d %s", res.StatusCode, body)
+	}
+	if res, _ := do(t, c, "GET", b.url+"/api/deliveries/00000000-0000-4000-8000-000000000000", nil, bearer...); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("an unknown id: %d, want 404", res.StatusCode)
+	}
+	if res, _ := do(t, c, "GET", b.url+"/api/deliveries/nope", nil, bearer...); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("not a uuid: %d, want 400", res.StatusCode)
+	}
+}
+
+// The endpoint page shows its attempts and dead letters; an unknown
+// endpoint is a 404.
+func TestEndpointPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	res, body := do(t, c, "GET", b.url+"/endpoints/shop", nil, bearer...)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, deadShop2) || !strings.Contains(body, "http 503") {
+		t.Fatalf("shop's page: %d %s", res.StatusCode, body)
+	}
+	if res, _ := do(t, c, "GET", b.url+"/api/endpoints/nobody", nil, bearer...); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown endpoint: %d, want 404", res.StatusCode)
+	}
+}
+
+// Dead letters filter by endpoint and time; an endpoint's replay takes a
+// time range; purge needs the typed word.
+func TestDeadLetterActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	res, body := do(t, c, "GET", b.url+"/api/dead-letters?endpoint=shop&since=2000-01-01T00:00", nil, bearer...)
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(body), &list); err != nil || res.StatusCode != http.StatusOK || len(list) != 2 {
+		t.Fatalf("shop's dead letters: %d %s", res.StatusCode, body)
+	}
+	if res, _ := do(t, c, "GET", b.url+"/api/dead-letters?since=yesterday", nil, bearer...); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a bad since: %d, want 400", res.StatusCode)
+	}
+	// shop's dead letters of the last hour only: deadShop2.
+	res, body = do(t, c, "POST", b.url+"/api/endpoints/shop/replay", url.Values{"since": {timeAgo(b, t, "1 hour")}}, bearer...)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `"replayed":1`) {
+		t.Fatalf("replay of the last hour: %d %s", res.StatusCode, body)
+	}
+	if n := b.count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND delivery_id = $1", deadShop2); n != 1 {
+		t.Fatal("deadShop2 not back in the outbox")
+	}
+	// off is disabled: its dead letter stays, and the answer says so.
+	res, body = do(t, c, "POST", b.url+"/api/dead-letters/replay", url.Values{"all": {"1"}, "endpoint": {"off"}}, bearer...)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `"replayed":0`) || !strings.Contains(body, `"Count":1`) {
+		t.Fatalf("replay of a disabled endpoint's: %d %s", res.StatusCode, body)
+	}
+	if res, _ := do(t, c, "POST", b.url+"/api/dead-letters/replay", url.Values{}, bearer...); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a replay of nothing chosen: %d, want 400", res.StatusCode)
+	}
+	purge := url.Values{"before": {"2100-01-01"}, "endpoint": {"off"}}
+	if res, _ := do(t, c, "POST", b.url+"/api/dead-letters/purge", purge, bearer...); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("purge without confirm: %d, want 400", res.StatusCode)
+	}
+	purge.Set("confirm", "purge")
+	if res, body := do(t, c, "POST", b.url+"/api/dead-letters/purge", purge, bearer...); res.StatusCode != http.StatusOK || !strings.Contains(body, `"deleted":1`) {
+		t.Fatalf("purge: %d %s", res.StatusCode, body)
+	}
+	if n := b.count(t, "SELECT count(*) FROM webhook_dead_letter"); n != 1 {
+		t.Fatalf("%d dead letters left, want 1 (deadShop1)", n)
+	}
+}
+
+// Rotating shows the new secret once; disable dead-letters nothing here
+// and records the reason.
+func TestEndpointActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	res, body := do(t, c, "POST", b.url+"/api/endpoints/shop/rotate-secret", url.Values{"grace_hours": {"0"}}, bearer...)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `"secret":"whsec_`) {
+		t.Fatalf("rotate: %d %s", res.StatusCode, body)
+	}
+	if res, _ := do(t, c, "POST", b.url+"/api/endpoints/shop/rotate-secret", url.Values{"grace_hours": {"9999"}}, bearer...); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a grace of 9999 h: %d, want 400", res.StatusCode)
+	}
+	res, body = do(t, c, "POST", b.url+"/api/endpoints/shop/disable", url.Values{"reason": {"customer asked"}}, bearer...)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("disable: %d %s", res.StatusCode, body)
+	}
+	if n := b.count(t, "SELECT count(*) FROM webhook_endpoints WHERE name = 'shop' AND NOT enabled AND disabled_reason = 'customer asked'"); n != 1 {
+		t.Fatal("shop not disabled with its reason")
+	}
+	if res, _ := do(t, c, "POST", b.url+"/api/endpoints/nobody/enable", url.Values{}, bearer...); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("enable an unknown endpoint: %d, want 404", res.StatusCode)
+	}
+}
+
+// timeAgo is the database's now() minus the interval, RFC 3339.
+func timeAgo(b bundle, t *testing.T, interval string) string {
+	t.Helper()
+	var s string
+	if err := b.db.Pool.QueryRow(t.Context(), `SELECT to_char((now() - $1::interval) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`, interval).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
