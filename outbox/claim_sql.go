@@ -186,6 +186,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
          CASE WHEN f.lease THEN gen_random_uuid() END
   FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
   WHERE f.endpoint_id IS NOT NULL AND NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM events))
+  ORDER BY f.endpoint_id, o.ordering_key
   RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id, ordering_key, ordering_seq
 ), counts AS (
   SELECT event_id, count(*)::int AS n FROM targets WHERE endpoint_id IS NOT NULL GROUP BY event_id

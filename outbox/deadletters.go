@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DeadLetter is one row of webhook_dead_letter as `worker dlq list` prints
@@ -136,7 +137,7 @@ func (s *Store) PurgeDeadLetters(ctx context.Context, before time.Time, endpoint
 		return 0, err
 	}
 	args["before"] = before
-	tag, err := s.pool.Exec(ctx, PurgeDeadLettersSQL, args)
+	tag, err := retryMoved(ctx, func() (pgconn.CommandTag, error) { return s.pool.Exec(ctx, PurgeDeadLettersSQL, args) })
 	if err != nil {
 		return 0, fmt.Errorf("purge dead letters: %w", err)
 	}

@@ -34,7 +34,13 @@ const MaxDelay = 366 * 24 * time.Hour
 const RecordSQL = `WITH r AS (
   SELECT * FROM jsonb_to_recordset(@outcomes::jsonb)
     AS r(id bigint, token uuid, kind text, attempt int, delay_ms bigint, status int, error text, health text,
-         started timestamptz, took_ms float8, try_class text, try_error text)
+         started timestamptz, took_ms float8, try_class text, try_error text, endpoint uuid, key text)
+), lanes AS (
+  SELECT l.endpoint_id FROM webhook_ordering_lanes l
+  WHERE (l.endpoint_id, l.ordering_key) IN (
+    SELECT coalesce(r.endpoint, webhook_ordering_nil()), r.key FROM r WHERE r.key <> '' AND r.kind IN ('done', 'retry', 'dead'))
+  ORDER BY l.endpoint_id, l.ordering_key
+  FOR NO KEY UPDATE OF l
 ), released AS (
   UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
   FROM r
@@ -50,6 +56,7 @@ const RecordSQL = `WITH r AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
   WHERE r.kind IN ('done', 'retry', 'dead') AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+    AND (SELECT count(*) FROM lanes) >= 0
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
@@ -100,6 +107,8 @@ type outcomeJSON struct {
 	TookMS   float64        `json:"took_ms"`
 	TryClass string         `json:"try_class"`
 	TryError string         `json:"try_error"`
+	Endpoint string         `json:"endpoint,omitempty"`
+	Key      string         `json:"key,omitempty"`
 }
 
 // noNUL drops NUL characters, which no PostgreSQL text can hold.
@@ -117,7 +126,8 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 		ids[i] = o.ID
 		items[i] = outcomeJSON{ID: o.ID, Token: pgtype.UUID{Bytes: o.Token, Valid: true}, Kind: o.Kind, Attempt: o.Attempt,
 			DelayMS: min(max(o.Delay, 0), MaxDelay).Milliseconds(), Status: o.Status, Error: noNUL(o.Error), Health: o.Health,
-			TookMS: float64(o.Took.Microseconds()) / 1000, TryClass: o.AttemptClass, TryError: noNUL(o.AttemptError)}
+			TookMS: float64(o.Took.Microseconds()) / 1000, TryClass: o.AttemptClass, TryError: noNUL(o.AttemptError),
+			Endpoint: o.EndpointID, Key: o.OrderingKey}
 		if !o.Started.IsZero() {
 			items[i].Started = &o.Started
 		}

@@ -98,8 +98,19 @@ func (s *Store) Replay(ctx context.Context, f ReplayFilter) (Replayed, error) {
 	if len(f.IDs) > 0 {
 		args["ids"] = f.IDs
 	}
+	// A replay into ordered lanes may wait on a worker's lock of a lane
+	// (migration 015); refused for it, the whole transaction runs again.
+	r, err := retryMoved(ctx, func() (Replayed, error) { return s.replay(ctx, f, args) })
+	if err != nil {
+		return Replayed{}, err
+	}
+	return r, nil
+}
+
+// replay is one run of Replay's transaction.
+func (s *Store) replay(ctx context.Context, f ReplayFilter, args pgx.NamedArgs) (Replayed, error) {
 	var r Replayed
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if len(f.IDs) > 0 {
 			if err := tx.QueryRow(ctx, missingSQL, pgx.NamedArgs{"ids": f.IDs}).Scan(&r.Missing); err != nil || len(r.Missing) > 0 {
 				return err

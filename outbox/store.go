@@ -57,7 +57,17 @@ const deadLetterColumns = `delivery_id, event_type, payload, headers, endpoint_i
 // concurrent update"): a lease that expired while its holder recorded the
 // outcome, or an event fanned out by another worker's claim. The refused
 // statement changed nothing, and the next run no longer sees the row.
+//
+// So is a statement refused by a deadlock (40P01) or by a lock wait over
+// the worker's lock_timeout (55P03): the lanes of ordering keys (migration
+// 015) are locked row by row, in the order a statement meets them, so two
+// workers, or a worker and a producer writing several keys in one
+// transaction, may wait on each other; the statement given up runs again.
 const movedTries = 5
+
+// retryable reports whether retryMoved runs a statement refused with this
+// SQLSTATE again.
+func retryable(code string) bool { return code == "40001" || code == "40P01" || code == "55P03" }
 
 // retryMoved runs f until it succeeds, fails otherwise, or has been
 // refused movedTries times.
@@ -65,7 +75,7 @@ func retryMoved[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	for i := 1; ; i++ {
 		v, err := f()
 		var pgErr *pgconn.PgError
-		if err == nil || i == movedTries || ctx.Err() != nil || !errors.As(err, &pgErr) || pgErr.Code != "40001" {
+		if err == nil || i == movedTries || ctx.Err() != nil || !errors.As(err, &pgErr) || !retryable(pgErr.Code) {
 			return v, err
 		}
 	}

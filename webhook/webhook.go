@@ -165,4 +165,8 @@ type Outcome struct {
 	Took         time.Duration
 	AttemptClass string
 	AttemptError string
+	// EndpointID and OrderingKey are the row's (Delivery's), set for a row
+	// with an ordering key: the write locks the lanes it moves, in order.
+	EndpointID  string
+	OrderingKey string
 }

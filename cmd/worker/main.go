@@ -63,7 +63,7 @@ func topRunners() map[string]runFunc {
 			return runDispatcher(ctx, getenv, stderr)
 		},
 		"migrate": runMigrate, "status": runStatus, "dlq": runDLQ, "endpoints": runEndpoints, "attempts": runAttempts,
-		"keys": runKeys,
+		"keys":    runKeys,
 		"console": runConsole,
 	}
 }

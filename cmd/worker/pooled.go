@@ -22,8 +22,13 @@ const (
 	// directPath: each connection prepares the claim and the outcome write
 	// once (named prepared statements) and plans them once
 	// (plan_cache_mode=force_generic_plan); the worker's own commits do
-	// not wait for WAL flushes (synchronous_commit=off). Both are startup
-	// parameters. JIT is turned off once connected (jitOffSQL).
+	// not wait for WAL flushes (synchronous_commit=off); a lock wait gives
+	// up after 500 ms (lock_timeout), before PostgreSQL's deadlock check
+	// (deadlock_timeout, 1 s by default) would choose whom to refuse, so
+	// that a producer waiting on the worker for an ordering key's lane
+	// (migration 015) is never refused: the worker's statement runs again.
+	// All are startup parameters. JIT is turned off once connected
+	// (jitOffSQL).
 	directPath poolPath = iota
 	// pooledPath: through PgBouncer in transaction mode, where any
 	// statement may run on any server connection: no named prepared
@@ -41,7 +46,7 @@ func (p poolPath) String() string {
 }
 
 // directParams are the startup parameters of the direct path.
-var directParams = map[string]string{"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan"}
+var directParams = map[string]string{"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan", "lock_timeout": "500ms"}
 
 // parsePool builds the configuration of a pool of size connections to
 // DATABASE_URL for path. Errors never contain the connection string.

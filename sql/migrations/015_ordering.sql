@@ -18,8 +18,10 @@
 --                    another pending row or a dead letter holding it. A
 --                    retry (attempt > 1, ordering_seq kept) stays the head.
 --                    A replayed dead letter (attempt 1, ordering_seq kept)
---                    goes back to the head unless a row of the lane is in
---                    flight or older. A waiting row has no lease.
+--                    is the head of a lane without one (the dead letter
+--                    held it), else waits before every waiting row (they
+--                    are promoted oldest sequence first). A waiting row
+--                    has no lease.
 --   leaving it       (webhook_ordering_leave, AFTER DELETE of the head from
 --                    webhook_outbox_pending: delivered, dead-lettered or
 --                    retried, all of which move it to history; and AFTER
@@ -104,20 +106,16 @@ RETURNS bigint LANGUAGE sql AS $$
 $$;
 
 -- webhook_ordering_has_head: the lane has a head (a pending row not
--- waiting) other than p_except; in flight only: one under a lease.
-CREATE OR REPLACE FUNCTION webhook_ordering_has_head(p_endpoint uuid, p_key text, p_except bigint, p_in_flight boolean, p_before bigint)
+-- waiting).
+CREATE OR REPLACE FUNCTION webhook_ordering_has_head(p_endpoint uuid, p_key text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     IF p_endpoint IS NULL THEN
         RETURN EXISTS (SELECT 1 FROM webhook_outbox_pending o
-            WHERE NOT o.processed AND o.ordering_key = p_key AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held
-              AND o.id IS DISTINCT FROM p_except
-              AND (NOT p_in_flight OR o.lease_token IS NOT NULL OR o.ordering_seq < p_before));
+            WHERE NOT o.processed AND o.ordering_key = p_key AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held);
     END IF;
     RETURN EXISTS (SELECT 1 FROM webhook_outbox_pending o
-        WHERE NOT o.processed AND o.ordering_key = p_key AND o.endpoint_id = p_endpoint AND NOT o.held
-          AND o.id IS DISTINCT FROM p_except
-          AND (NOT p_in_flight OR o.lease_token IS NOT NULL OR o.ordering_seq < p_before));
+        WHERE NOT o.processed AND o.ordering_key = p_key AND o.endpoint_id = p_endpoint AND NOT o.held);
 END;
 $$;
 
@@ -151,21 +149,12 @@ BEGIN
         -- the same statement).
         NEW.held := false;
     ELSE
-        -- A replayed dead letter: back to the head, before the rows that
-        -- entered after it, unless one is in flight or an older one leads.
+        -- A replayed dead letter: before every row that waits in its lane
+        -- (the oldest waiting row is promoted first); after the lane's
+        -- head, if it has one. It never takes the head's place: the head
+        -- may be leased at this very moment.
         PERFORM webhook_ordering_lock(NEW.endpoint_id, NEW.ordering_key, false, NEW.ordering_seq);
-        NEW.held := webhook_ordering_has_head(NEW.endpoint_id, NEW.ordering_key, NULL, true, NEW.ordering_seq);
-        IF NOT NEW.held THEN
-            IF NEW.endpoint_id IS NULL THEN
-                UPDATE webhook_outbox_pending o SET held = true
-                WHERE NOT o.processed AND o.ordering_key = NEW.ordering_key AND o.endpoint_id IS NULL
-                  AND o.fanout IS NOT NULL AND NOT o.held AND o.lease_token IS NULL;
-            ELSE
-                UPDATE webhook_outbox_pending o SET held = true
-                WHERE NOT o.processed AND o.ordering_key = NEW.ordering_key AND o.endpoint_id = NEW.endpoint_id
-                  AND NOT o.held AND o.lease_token IS NULL;
-            END IF;
-        END IF;
+        NEW.held := webhook_ordering_has_head(NEW.endpoint_id, NEW.ordering_key);
     END IF;
     IF NEW.held THEN
         NEW.locked_until := NULL;
@@ -181,7 +170,7 @@ CREATE OR REPLACE FUNCTION webhook_ordering_promote(p_endpoint uuid, p_key text)
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM webhook_ordering_lock(p_endpoint, p_key, false, NULL);
-    IF webhook_ordering_has_head(p_endpoint, p_key, NULL, false, NULL) THEN
+    IF webhook_ordering_has_head(p_endpoint, p_key) THEN
         RETURN;
     END IF;
     IF p_endpoint IS NULL THEN

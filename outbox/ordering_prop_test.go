@@ -1,0 +1,226 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
+)
+
+// lanes is the property test's view of what is in flight and what was
+// delivered, by lane (endpoint name and key).
+type lanes struct {
+	mu        sync.Mutex
+	inFlight  map[string]int64   // lane: sequence of its row leased and not yet recorded
+	delivered map[string][]int64 // lane: sequences answered 2xx, in the order recorded
+	died      map[string]map[int64]bool
+	errs      []string
+}
+
+func (l *lanes) claimed(r webhook.Delivery) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lane := r.EndpointName + "/" + r.OrderingKey
+	if seq, ok := l.inFlight[lane]; ok {
+		l.errs = append(l.errs, fmt.Sprintf("lane %s: sequence %d leased while %d is in flight", lane, r.Sequence, seq))
+	}
+	l.inFlight[lane] = r.Sequence
+}
+
+// finishing frees r's lane just before its outcome is written: the next
+// row of the lane may be leased only after that write commits.
+func (l *lanes) finishing(r webhook.Delivery, kind webhook.Kind) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lane := r.EndpointName + "/" + r.OrderingKey
+	delete(l.inFlight, lane)
+	switch kind {
+	case webhook.Done:
+		l.delivered[lane] = append(l.delivered[lane], r.Sequence)
+	case webhook.Dead:
+		if l.died[lane] == nil {
+			l.died[lane] = map[int64]bool{}
+		}
+		l.died[lane][r.Sequence] = true
+	}
+}
+
+// Random interleavings of producers (rows to one endpoint, events fanned
+// out to two endpoints and the WEBHOOK_URL one) and three workers whose
+// outcomes are random (delivered, retried at once, dead-lettered,
+// released), with replays and purges of the dead letters: a lane never has
+// two rows in flight, its deliveries go out in sequence order (each once,
+// but for a replayed dead letter, which the lane meets again), and every
+// row ends delivered or dead-lettered.
+func TestOrderingRandomInterleavings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	// As the worker's sessions (cmd/worker/pooled.go): a lock wait gives
+	// up before the deadlock check, and the store runs the statement again.
+	exec(t, db, "ALTER DATABASE "+db.Name+" SET lock_timeout = '500ms'")
+	db.Pool.Reset()
+	direct := endpoint(t, db, "direct", true)
+	endpoint(t, db, "fan-a", true)
+	hold := endpoint(t, db, "fan-hold", true)
+	exec(t, db, `UPDATE webhook_endpoints SET ordering = 'hold' WHERE id = $1`, hold)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	l := &lanes{inFlight: map[string]int64{}, delivered: map[string][]int64{}, died: map[string]map[int64]bool{}}
+
+	const keys, events = 6, 120
+	var producing sync.WaitGroup
+	producing.Go(func() {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for i := range events {
+			key := fmt.Sprintf("k%d", rng.IntN(keys))
+			if rng.IntN(3) == 0 {
+				keyed(t, db, direct, fmt.Sprint("d", i), key)
+			} else {
+				keyed(t, db, "", fmt.Sprint("e", i), key)
+			}
+			if rng.IntN(10) == 0 {
+				keyed(t, db, direct, fmt.Sprint("u", i), "")
+			}
+		}
+	})
+	done, quiet := make(chan struct{}), make(chan struct{})
+	var working sync.WaitGroup
+	for w := range 3 {
+		working.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w+2)))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 1 + rng.IntN(8), Lease: time.Minute, DefaultRoom: 8, Env: true})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, r := range b.Rows {
+					if r.OrderingKey != "" {
+						l.claimed(r)
+					}
+				}
+				rng.Shuffle(len(b.Rows), func(i, j int) { b.Rows[i], b.Rows[j] = b.Rows[j], b.Rows[i] })
+				// Half the time one write for the whole batch, as the
+				// completer does, else one per row.
+				together := rng.IntN(2) == 0
+				var batch []webhook.Outcome
+				for _, r := range b.Rows {
+					kind := webhook.Done
+					switch n := rng.IntN(20); {
+					case n < 3:
+						kind = webhook.Retry
+					case n < 4:
+						kind = webhook.Dead
+					case n < 5:
+						kind = webhook.Release
+					}
+					if r.OrderingKey != "" {
+						l.finishing(r, kind)
+					}
+					o := webhook.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: r.Attempt, Health: webhook.Healthy,
+						EndpointID: r.EndpointID, OrderingKey: r.OrderingKey}
+					if kind == webhook.Retry {
+						o.Attempt, o.Health = r.Attempt+1, webhook.Failing
+					}
+					if kind == webhook.Release {
+						o.Health = webhook.NoAttempt
+					}
+					if batch = append(batch, o); !together {
+						if _, err := s.Record(ctx, batch); err != nil {
+							t.Error(err)
+							return
+						}
+						batch = nil
+					}
+				}
+				if len(batch) > 0 {
+					if _, err := s.Record(ctx, batch); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	var replaying sync.WaitGroup
+	replaying.Go(func() {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		for {
+			select {
+			case <-quiet:
+				return
+			case <-time.After(time.Duration(5+rng.IntN(20)) * time.Millisecond):
+			}
+			var err error
+			if rng.IntN(3) == 0 {
+				_, err = s.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), "fan-hold")
+			} else {
+				_, err = s.Replay(ctx, outbox.ReplayFilter{})
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	producing.Wait()
+	close(quiet)
+	replaying.Wait()
+	// The rest drains; the 'hold' lanes' dead letters are purged as they
+	// come, or their lanes would wait for them forever.
+	deadline := time.Now().Add(2 * time.Minute)
+	for db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed") > 0 {
+		if time.Now().After(deadline) {
+			t.Errorf("rows still pending after the deadline: %d", db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"))
+			break
+		}
+		if _, err := s.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), "fan-hold"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(done)
+	working.Wait()
+
+	for _, e := range l.errs {
+		t.Error(e)
+	}
+	// A lane's deliveries are in sequence order, each once; only a
+	// replayed dead letter of a 'move-on' lane comes back after later ones
+	// (a 'hold' lane waits for it).
+	checked := 0
+	for lane, seqs := range l.delivered {
+		seen := map[int64]bool{}
+		var last int64
+		for _, seq := range seqs {
+			if seen[seq] {
+				t.Errorf("lane %s: sequence %d delivered twice: %v", lane, seq, seqs)
+			}
+			seen[seq] = true
+			late := seq < last
+			if late && (!l.died[lane][seq] || strings.HasPrefix(lane, "fan-hold/")) {
+				t.Errorf("lane %s: sequence %d delivered after %d: %v", lane, seq, last, seqs)
+			}
+			last = max(last, seq)
+			checked++
+		}
+	}
+	if checked < events/2 {
+		t.Errorf("only %d keyed deliveries checked", checked)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"); n != 0 {
+		t.Errorf("%d rows left pending", n)
+	}
+}
