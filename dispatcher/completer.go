@@ -94,7 +94,9 @@ func (c *completer) flush(ctx context.Context, batch []done) {
 	outcomes := make([]Outcome, len(batch))
 	for i, d := range batch {
 		outcomes[i] = d.outcome
-		outcomes[i].EndpointID, outcomes[i].OrderingKey = d.row.EndpointID, d.row.OrderingKey
+		if d.row.OrderingKey != "" { // its lane, locked in order by the write
+			outcomes[i].EndpointID, outcomes[i].OrderingKey = d.row.EndpointID, d.row.OrderingKey
+		}
 	}
 	for try := 0; ; try++ {
 		start := time.Now()

@@ -77,6 +77,12 @@ type Event struct {
 	Attempt    int    // 1 for the first attempt
 	Timestamp  time.Time
 	Body       []byte // the raw JSON payload
+	// OrderingKey is the event's ordering key ("" for none) and Sequence
+	// its place among the key's deliveries to this endpoint (1, 2, 3, …;
+	// a number skipped: a delivery in between was dead-lettered). Not
+	// signed.
+	OrderingKey string
+	Sequence    int64
 }
 
 // Verify reads r's body (at most MaxBody) and checks its headers and
@@ -118,6 +124,8 @@ func (v *Verifier) Verify(r *http.Request) (Event, error) {
 		}
 	}
 	ev.Attempt, _ = strconv.Atoi(r.Header.Get("x-fluxora-attempt"))
+	ev.OrderingKey = cmp.Or(r.Header.Get("webhook-ordering-key"), r.Header.Get("x-fluxora-ordering-key"))
+	ev.Sequence, _ = strconv.ParseInt(cmp.Or(r.Header.Get("webhook-sequence"), r.Header.Get("x-fluxora-sequence")), 10, 64)
 	return ev, nil
 }
 

@@ -22,13 +22,13 @@ const (
 	// directPath: each connection prepares the claim and the outcome write
 	// once (named prepared statements) and plans them once
 	// (plan_cache_mode=force_generic_plan); the worker's own commits do
-	// not wait for WAL flushes (synchronous_commit=off); a lock wait gives
-	// up after 500 ms (lock_timeout), before PostgreSQL's deadlock check
-	// (deadlock_timeout, 1 s by default) would choose whom to refuse, so
-	// that a producer waiting on the worker for an ordering key's lane
-	// (migration 015) is never refused: the worker's statement runs again.
-	// All are startup parameters. JIT is turned off once connected
-	// (jitOffSQL).
+	// not wait for WAL flushes (synchronous_commit=off). Both are startup
+	// parameters. Once connected (directSessionSQL), JIT is turned off, and a lock
+	// wait gives up after 500 ms (lock_timeout), before PostgreSQL's
+	// deadlock check (deadlock_timeout, 1 s by default) would choose whom
+	// to refuse, so that a producer waiting on the worker for an ordering
+	// key's lane (migration 015) is never the one refused: the worker's
+	// statement runs again (outbox's retryMoved).
 	directPath poolPath = iota
 	// pooledPath: through PgBouncer in transaction mode, where any
 	// statement may run on any server connection: no named prepared
@@ -46,7 +46,7 @@ func (p poolPath) String() string {
 }
 
 // directParams are the startup parameters of the direct path.
-var directParams = map[string]string{"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan", "lock_timeout": "500ms"}
+var directParams = map[string]string{"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan"}
 
 // parsePool builds the configuration of a pool of size connections to
 // DATABASE_URL for path. Errors never contain the connection string.
@@ -61,23 +61,25 @@ func parsePool(cfg config, size int32, path poolPath) (*pgxpool.Config, error) {
 		for k, v := range directParams {
 			pc.ConnConfig.RuntimeParams[k] = v
 		}
-		pc.AfterConnect = jitOff
+		pc.AfterConnect = directSession
 	} else {
 		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	return pc, nil
 }
 
-// jitOffSQL turns JIT compilation off for a direct session (one whose
-// startup parameters were applied, so not a pooler's shared connection):
+// directSessionSQL sets lock_timeout (see directPath) and turns JIT
+// compilation off for a direct session (one whose startup parameters were
+// applied, so not a pooler's shared connection):
 // the claim's generic plan is estimated well over jit_above_cost on a large
 // table, and compiling it took 1.2 s on every claim (measured on a 20,000
 // row backlog) for a statement that runs in 2-4 ms. The worker's statements
 // are short and many; JIT never pays for them.
-const jitOffSQL = `SELECT set_config('jit', 'off', false) WHERE current_setting('plan_cache_mode') = 'force_generic_plan'`
+const directSessionSQL = `SELECT set_config('jit', 'off', false), set_config('lock_timeout', '500ms', false)
+WHERE current_setting('plan_cache_mode') = 'force_generic_plan'`
 
-func jitOff(ctx context.Context, c *pgx.Conn) error {
-	if _, err := c.Exec(ctx, jitOffSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+func directSession(ctx context.Context, c *pgx.Conn) error {
+	if _, err := c.Exec(ctx, directSessionSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return fmt.Errorf("database: turn JIT off: %w", err)
 	}
 	return nil
