@@ -47,6 +47,12 @@ type options struct {
 	// retention (scale-history).
 	scaleBacklog, scaleMany int
 	scaleKept, scaleExpired int
+	// The ordering modes' sizes: keys of order-keys and order-blocked,
+	// events of order-hot's one key.
+	orderKeys, orderHot int
+	// workerBefore is the worker-before system's binary: the release
+	// before ordered delivery, on its own schema.
+	workerBefore string
 	// pgbouncer runs the worker's DATABASE_URL and the producers through a
 	// private PgBouncer in transaction mode (latency and drain modes, the
 	// worker systems only); WEBHOOK_LISTEN_DATABASE_URL stays direct.
@@ -71,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	modes := fs.String("modes", strings.Join(allModes, ","), "comma-separated modes to run; the scale modes only when named (\"scale\": all of them)")
-	systems := fs.String("systems", strings.Join(allSystems, ","), "comma-separated systems to run")
+	systems := fs.String("systems", strings.Join(defaultSystems, ","), "comma-separated systems to run (worker-before: with -worker-before)")
 	fs.IntVar(&o.events, "events", 300, "latency mode: events, one every 10ms")
 	fs.IntVar(&o.pollEvents, "poll-events", 30, "latency mode: events for the poll-only system, spread over 1.1 poll intervals")
 	fs.IntVar(&o.retryEvents, "retry-events", 200, "retry mode: events, one every 10ms, each failing its first attempt")
@@ -93,6 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.scaleMany, "scale-many", 1000, "scale-many: endpoints, one event each")
 	fs.IntVar(&o.scaleKept, "scale-history-kept", 3_000_000, "scale-history: processed rows within retention (7d)")
 	fs.IntVar(&o.scaleExpired, "scale-history-expired", 1_000_000, "scale-history: processed rows past retention (8-10 days old)")
+	fs.IntVar(&o.orderKeys, "order-keys", 10_000, "order-keys, order-blocked: keys (10 events each in order-keys; blocked in order-blocked)")
+	fs.IntVar(&o.orderHot, "order-hot", 1000, "order-hot: events of the one key")
+	fs.StringVar(&o.workerBefore, "worker-before", "", "worker-before system: a worker binary of an earlier release (built from an earlier commit)")
 	fs.BoolVar(&o.pgbouncer, "pgbouncer", false, "worker DATABASE_URL and producers through a private PgBouncer in transaction mode (modes latency, drain; worker systems); default -modes latency,drain -systems worker-defaults,worker-tuned")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -116,9 +125,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.events < 1 || o.pollEvents < 1 || o.retryEvents < 1 || o.backlog < 1 || o.tailBacklog < 1 ||
 		o.producers < 1 || o.costPairs < 1 || o.fanoutEvents < 1 || o.scaleBacklog < 1 || o.scaleMany < 1 ||
-		o.scaleKept < 1 || o.scaleExpired < 1 {
+		o.scaleKept < 1 || o.scaleExpired < 1 || o.orderKeys < 1 || o.orderHot < 1 {
 		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs, -fanout-events " +
 			"and the -scale-* sizes must be at least 1")
+	}
+	if slices.Contains(o.systems, sysWorkerBefore) && o.workerBefore == "" {
+		return o, errors.New("-systems worker-before needs -worker-before, a worker binary of an earlier release")
 	}
 	if o.duration <= 0 || o.costDuration <= 0 || o.noisyDuration <= 0 {
 		return o, errors.New("-duration, -cost-duration and -noisy-duration must be positive")
@@ -135,8 +147,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 func expandScale(list string) string {
 	var out []string
 	for _, s := range strings.Split(list, ",") {
-		if strings.TrimSpace(s) == scaleAlias {
+		switch strings.TrimSpace(s) {
+		case scaleAlias:
 			out = append(out, scaleModes...)
+			continue
+		case orderAlias:
+			out = append(out, orderModes...)
 			continue
 		}
 		out = append(out, s)
@@ -256,6 +272,8 @@ func newSystem(name string, opt options, bin, self string, c common) system {
 			fetchCooldown: time.Millisecond, fetchPollInterval: 50 * time.Millisecond}
 	case sysPollOnly:
 		return &workerSystem{common: c, bin: bin, pollOnly: true}
+	case sysWorkerBefore:
+		return &workerSystem{common: c, bin: opt.workerBefore}
 	default:
 		return &workerSystem{common: c, bin: bin}
 	}

@@ -30,7 +30,7 @@ var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry, 
 
 // knownModes are every mode -modes takes, in the order they run: the
 // default ones, then the scale modes (modes_scale.go).
-var knownModes = append(append([]string(nil), allModes...), scaleModes...)
+var knownModes = append(append(append([]string(nil), allModes...), scaleModes...), orderModes...)
 
 // latencyInterval is the gap between latency-mode events.
 const latencyInterval = 10 * time.Millisecond
@@ -375,7 +375,8 @@ func (r *runner) runMode(ctx context.Context, mode string, res *SystemResult) er
 		res.Noisy, err = r.noisy(ctx)
 	case modeFanout:
 		res.Fanout, err = r.fanout(ctx)
-	case modeScaleBacklog, modeScaleIdle, modeScaleFanout, modeScaleMany, modeScaleHistory:
+	case modeScaleBacklog, modeScaleIdle, modeScaleFanout, modeScaleMany, modeScaleHistory,
+		modeOrderKeys, modeOrderHot, modeOrderBlocked:
 		err = r.scale(ctx, mode, res)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)

@@ -56,6 +56,10 @@ type ScaleResult struct {
 	Fanout   *ScaleFanout   `json:"fanout,omitempty"`
 	Many     *ScaleMany     `json:"many,omitempty"`
 	History  *ScaleHistory  `json:"history,omitempty"`
+	// The ordering modes (issue 23).
+	OrderKeys    *OrderKeys    `json:"order_keys,omitempty"`
+	OrderHot     *OrderHot     `json:"order_hot,omitempty"`
+	OrderBlocked *OrderBlocked `json:"order_blocked,omitempty"`
 	// Over every scale run: deliveries of an already delivered (endpoint,
 	// event), bad signatures, requests naming another endpoint.
 	Duplicates    int   `json:"duplicates"`
@@ -120,6 +124,8 @@ func (r *runner) scale(ctx context.Context, mode string, res *SystemResult) erro
 		s.sc.Many, err = s.many(ctx)
 	case modeScaleHistory:
 		s.sc.History, err = s.history(ctx)
+	case modeOrderKeys, modeOrderHot, modeOrderBlocked:
+		err = s.ordered(ctx, mode)
 	default:
 		err = fmt.Errorf("unknown scale mode %q", mode)
 	}
@@ -280,22 +286,7 @@ func (s scaler) drain(ctx context.Context, cons *endpointConsumer, counted []str
 	}
 	snap := cons.snapshot()
 	s.sc.Duplicates += snap.dups
-	var last time.Time
-	got := 0
-	for _, name := range counted {
-		for _, at := range snap.got[name] {
-			got++
-			if at.After(last) {
-				last = at
-			}
-		}
-	}
-	d := ScaleDrain{Deliveries: got, Missing: n*len(counted) - got}
-	if got > 0 {
-		d.Elapsed = last.Sub(start)
-		d.PerSecond = perSecond(got, d.Elapsed)
-	}
-	return d, snap, p.Stop()
+	return drainOf(snap, counted, n, start), snap, p.Stop()
 }
 
 // insertQueue inserts n pending deliveries for endpoint id with seqs

@@ -55,7 +55,7 @@ type TailResult struct {
 func runsMode(sys system, mode string) bool {
 	tail := mode == modeTail || mode == modeTailHang
 	switch {
-	case mode == modeNoisy || mode == modeFanout || slices.Contains(scaleModes, mode):
+	case mode == modeNoisy || mode == modeFanout || slices.Contains(scaleModes, mode) || slices.Contains(orderModes, mode):
 		return sys.Worker()
 	case sys.Name() == sysRiver200:
 		return tail

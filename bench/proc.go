@@ -35,6 +35,9 @@ type proc struct {
 	exited chan struct{}
 	err    error // Wait's result, set before exited closes
 
+	// metrics is the worker's /metrics URL ("" for River's child).
+	metrics string
+
 	mu    sync.Mutex
 	tail  []string
 	lines chan string // every output line, for readiness checks; never blocks

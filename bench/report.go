@@ -47,7 +47,7 @@ func (o options) summary() map[string]any {
 		"tuned_batch": o.tunedBatch, "tuned_concurrency": o.tunedConcurrency,
 		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents, "pgbouncer": o.pgbouncer,
 		"scale_backlog": o.scaleBacklog, "scale_many": o.scaleMany, "scale_history_kept": o.scaleKept,
-		"scale_history_expired": o.scaleExpired,
+		"scale_history_expired": o.scaleExpired, "order_keys": o.orderKeys, "order_hot": o.orderHot,
 	}
 }
 

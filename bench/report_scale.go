@@ -66,6 +66,30 @@ func scaleRows(sc *ScaleResult) []scaleRow {
 				fmt.Sprintf("%s; %d left after the runs, %s; after: %s; setup %s", sizes(h.ExpiredSize), h.ExpiredLeft, gone(h),
 					sizes(h.AfterSize), secs(h.ExpiredSetup))})
 	}
+	return append(rows, orderRows(sc)...)
+}
+
+// orderRows lays out the ordering modes' results.
+func orderRows(sc *ScaleResult) []scaleRow {
+	var rows []scaleRow
+	if k := sc.OrderKeys; k != nil {
+		rows = append(rows,
+			scaleRow{"order: unordered", fmt.Sprintf("%d rows, no key", k.Keys*orderPerKey), nil, &k.Unordered, ""},
+			scaleRow{"order: keys", fmt.Sprintf("%d keys x %d events", k.Keys, orderPerKey), nil, &k.Ordered,
+				"keyed / unordered drain " + ratio(k.Ordered.PerSecond, k.Unordered.PerSecond)})
+	}
+	if h := sc.OrderHot; h != nil {
+		note := fmt.Sprintf("one key: %.2f ms a cycle; attempt %.2f + claim %.2f + record %.2f ms => ideal %.0f/s, ratio %.2f; "+
+			"unordered with 1 slot %.0f/s", h.MeanCycleMS, h.AttemptMS, h.ClaimMS, h.RecordMS, h.IdealPerSecond, h.RatioToIdeal, h.SingleSlotPerSec)
+		if h.ScrapeError != "" {
+			note = "metrics not read: " + h.ScrapeError
+		}
+		rows = append(rows, scaleRow{"order: hot key", fmt.Sprintf("%d events of one key", h.Drain.Deliveries), nil, &h.Drain, note})
+	}
+	if b := sc.OrderBlocked; b != nil {
+		rows = append(rows, scaleRow{"order: blocked", fmt.Sprintf("%d keys blocked, %d rows waiting each", b.Keys, blockedWaiting),
+			&b.Latency, nil, "unordered events to the same endpoint"})
+	}
 	return rows
 }
 

@@ -24,9 +24,15 @@ const (
 	sysRiverTuned     = "river-tuned"
 	sysRiver200       = "river-200"
 	sysPollOnly       = "poll-only"
+	// sysWorkerBefore is -worker-before's binary with default settings:
+	// an earlier release beside this one in the same run.
+	sysWorkerBefore = "worker-before"
 )
 
-var allSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysRiver200, sysPollOnly}
+var allSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysRiver200, sysPollOnly, sysWorkerBefore}
+
+// defaultSystems run when -systems is not given: all but worker-before.
+var defaultSystems = allSystems[:len(allSystems)-1]
 
 // workerDefaultConcurrency is the worker's default WEBHOOK_CONCURRENCY, for
 // the SYSTEMS table and as the slots of worker-defaults should its start-up
@@ -225,6 +231,7 @@ func (s *workerSystem) start(ctx context.Context, extra []string) (*proc, error)
 		_ = p.Stop()
 		return nil, err
 	}
+	p.metrics = "http://" + addr + "/metrics"
 	s.slots, s.slotsSource = configuredConcurrency(env), slotsAssumed
 	if n, err := strconv.Atoi(logged); err == nil {
 		s.slots, s.slotsSource = n, "worker: started log line"

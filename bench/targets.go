@@ -38,6 +38,12 @@ const (
 	scaleManyMax         = 2 * time.Second
 	scaleHistoryP99Max   = 1.2
 	scaleHistoryDrainMin = 0.8
+	// The ordering targets (issue 23): keyed drain against the same rows
+	// unordered, one hot key against its ideal cycle, unordered latency
+	// beside blocked keys against the baseline.
+	orderKeysMin       = 0.8
+	orderHotMin        = 0.8
+	orderBlockedP99Max = 1.2
 )
 
 // targets checks every goal that the report has the data for; a mode that
@@ -129,6 +135,20 @@ func scaleTargets(systems []SystemResult) []Target {
 			p99(modeScaleHistory+" kept", h.KeptLatency, scaleHistoryP99Max)
 			drain(modeScaleHistory+" expired drain", h.ExpiredDrain, scaleHistoryDrainMin)
 			p99(modeScaleHistory+" expired", h.ExpiredLatency, scaleHistoryP99Max)
+		}
+		if k := sc.OrderKeys; k != nil {
+			out = append(out, Target{Name: fmt.Sprintf("%s drain >= %.1f x unordered", modeOrderKeys, orderKeysMin), System: s.Name,
+				Value: fmt.Sprintf("%.0f vs %.0f/s (%sx)", k.Ordered.PerSecond, k.Unordered.PerSecond, ratio(k.Ordered.PerSecond, k.Unordered.PerSecond)),
+				Pass: clean && k.Ordered.Missing == 0 && k.Unordered.Missing == 0 && k.Unordered.PerSecond > 0 &&
+					k.Ordered.PerSecond >= orderKeysMin*k.Unordered.PerSecond})
+		}
+		if h := sc.OrderHot; h != nil {
+			out = append(out, Target{Name: fmt.Sprintf("%s >= %.1f x 1/(attempt + claim + record)", modeOrderHot, orderHotMin), System: s.Name,
+				Value: fmt.Sprintf("%.0f vs %.0f/s (%.2fx)", h.Drain.PerSecond, h.IdealPerSecond, h.RatioToIdeal),
+				Pass:  clean && h.Drain.Missing == 0 && h.IdealPerSecond > 0 && h.RatioToIdeal >= orderHotMin})
+		}
+		if b := sc.OrderBlocked; b != nil {
+			p99(modeOrderBlocked, b.Latency, orderBlockedP99Max)
 		}
 	}
 	return out

@@ -46,7 +46,9 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		// one. Claimed rows are always started; if the worker is stopping
 		// by then, they are released at once.
 		q := d.query(limit)
+		began := time.Now()
 		b, err := d.store.Claim(work, q)
+		d.m.claimDuration.Observe(time.Since(began).Seconds())
 		d.lastClaim = d.cfg.Now()
 		d.sweep.Reset(d.cfg.SweepInterval)
 		if err != nil {

@@ -32,6 +32,7 @@ type metrics struct {
 	leasesLost    prometheus.Counter
 	flushSize     prometheus.Histogram
 	flushDuration prometheus.Histogram
+	claimDuration prometheus.Histogram
 	released      prometheus.Counter
 }
 
@@ -112,6 +113,11 @@ func buildMetrics(f promauto.Factory) *metrics {
 			Name:    "fluxora_webhook_outcome_flush_size",
 			Help:    "Outcomes written per statement.",
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
+		}),
+		claimDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fluxora_webhook_claim_duration_seconds",
+			Help:    "Time of one claim (one statement, one round trip), empty ones included.",
+			Buckets: latency,
 		}),
 		flushDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fluxora_webhook_outcome_flush_duration_seconds",

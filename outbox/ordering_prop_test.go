@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/webhook"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // lanes is the property test's view of what is in flight and what was
@@ -61,11 +62,25 @@ func (l *lanes) finishing(r webhook.Delivery, kind webhook.Kind) {
 func TestOrderingRandomInterleavings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, db := setup(t)
-	// As the worker's sessions (cmd/worker/pooled.go): a lock wait gives
-	// up before the deadlock check, and the store runs the statement again.
-	exec(t, db, "ALTER DATABASE "+db.Name+" SET lock_timeout = '500ms'")
-	db.Pool.Reset()
+	_, db := setup(t)
+	// The workers' sessions as the worker's (cmd/worker/pooled.go): a lock
+	// wait gives up before the deadlock check, and the store runs the
+	// statement again. The producers' and the replays' wait.
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "500ms"
+	workers, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer workers.Close()
+	s, err := outbox.New(workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replays, _ := outbox.New(db.Pool)
 	direct := endpoint(t, db, "direct", true)
 	endpoint(t, db, "fan-a", true)
 	hold := endpoint(t, db, "fan-hold", true)
@@ -165,9 +180,9 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 			}
 			var err error
 			if rng.IntN(3) == 0 {
-				_, err = s.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), "fan-hold")
+				_, err = replays.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), "fan-hold")
 			} else {
-				_, err = s.Replay(ctx, outbox.ReplayFilter{})
+				_, err = replays.Replay(ctx, outbox.ReplayFilter{})
 			}
 			if err != nil {
 				t.Error(err)

@@ -35,12 +35,6 @@ const RecordSQL = `WITH r AS (
   SELECT * FROM jsonb_to_recordset(@outcomes::jsonb)
     AS r(id bigint, token uuid, kind text, attempt int, delay_ms bigint, status int, error text, health text,
          started timestamptz, took_ms float8, try_class text, try_error text, endpoint uuid, key text)
-), lanes AS (
-  SELECT l.endpoint_id FROM webhook_ordering_lanes l
-  WHERE (l.endpoint_id, l.ordering_key) IN (
-    SELECT coalesce(r.endpoint, webhook_ordering_nil()), r.key FROM r WHERE r.key <> '' AND r.kind IN ('done', 'retry', 'dead'))
-  ORDER BY l.endpoint_id, l.ordering_key
-  FOR NO KEY UPDATE OF l
 ), released AS (
   UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
   FROM r
@@ -56,7 +50,6 @@ const RecordSQL = `WITH r AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
   WHERE r.kind IN ('done', 'retry', 'dead') AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
-    AND (SELECT count(*) FROM lanes) >= 0
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
@@ -75,6 +68,38 @@ const RecordSQL = `WITH r AS (
     m.ordering_key, m.ordering_seq, m.ordering_key IS NOT NULL AND e.ordering IS DISTINCT FROM 'hold'
   FROM marked m LEFT JOIN webhook_endpoints e ON m.ordering_key IS NOT NULL AND e.id = m.endpoint_id
   WHERE m.kind = 'dead'
+), promote AS (
+  SELECT DISTINCT m.endpoint_id, m.ordering_key FROM marked m
+    LEFT JOIN webhook_endpoints e ON m.kind = 'dead' AND e.id = m.endpoint_id
+  WHERE current_setting('fluxora.lanes', true) = 'record'
+    AND m.ordering_key IS NOT NULL AND m.kind IN ('done', 'dead') AND (m.endpoint_id IS NOT NULL OR m.fanout IS NOT NULL)
+    AND e.ordering IS DISTINCT FROM 'hold'
+), promoted AS (
+  UPDATE webhook_outbox o SET held = false
+  FROM (
+    SELECT (SELECT w.id FROM webhook_outbox w
+            WHERE NOT w.processed AND w.endpoint_id = p.endpoint_id AND w.ordering_key = p.ordering_key AND w.held
+            ORDER BY w.ordering_seq LIMIT 1) AS id
+    FROM promote p
+    WHERE p.endpoint_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM webhook_outbox h
+                      WHERE NOT h.processed AND h.endpoint_id = p.endpoint_id AND h.ordering_key = p.ordering_key AND NOT h.held
+                        AND h.id <> ALL(@ids))
+      AND NOT EXISTS (SELECT 1 FROM webhook_dead_letter d
+                      WHERE d.endpoint_id = p.endpoint_id AND d.ordering_key = p.ordering_key AND NOT d.order_broken AND NOT d.fan_out)
+    UNION ALL
+    SELECT (SELECT w.id FROM webhook_outbox w
+            WHERE NOT w.processed AND w.endpoint_id IS NULL AND w.fanout IS NOT NULL AND w.ordering_key = p.ordering_key AND w.held
+            ORDER BY w.ordering_seq LIMIT 1)
+    FROM promote p
+    WHERE p.endpoint_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM webhook_outbox h
+                      WHERE NOT h.processed AND h.endpoint_id IS NULL AND h.fanout IS NOT NULL AND h.ordering_key = p.ordering_key
+                        AND NOT h.held AND h.id <> ALL(@ids))
+      AND NOT EXISTS (SELECT 1 FROM webhook_dead_letter d
+                      WHERE d.endpoint_id IS NULL AND d.ordering_key = p.ordering_key AND NOT d.order_broken AND NOT d.fan_out)
+  ) nx
+  WHERE NOT o.processed AND o.id = nx.id
 ), health AS (
   SELECT endpoint_id, bool_or(health = 'healthy') AS ok,
     max(error) FILTER (WHERE health = 'failing') AS error, max(NULLIF(status, 0)) FILTER (WHERE health = 'failing') AS status
@@ -92,6 +117,25 @@ const RecordSQL = `WITH r AS (
         ELSE e.failing_since IS NULL OR e.last_error_at IS NULL OR e.last_error_at < now() - interval '1 second' END
 )
 SELECT id FROM marked UNION ALL SELECT id FROM released UNION ALL SELECT id FROM deferred`
+
+// LockLanesSQL runs before RecordSQL, in the same transaction, when
+// outcomes move rows of ordering lanes (migration 015): it locks the lanes
+// (@endpoints, "" for the WEBHOOK_URL endpoint, and @keys, side by side),
+// in order, so that two writes never wait on each other, and says so to
+// RecordSQL (fluxora.lanes, for this transaction). RecordSQL, whose
+// snapshot is then taken after the locks, promotes each lane's next row
+// itself (promote, promoted: one statement for every lane) and the
+// per-row trigger webhook_ordering_leave stands aside. A row entering one
+// of these lanes meanwhile waits for the locks, and then sees the lane as
+// the record left it.
+const LockLanesSQL = `WITH locked AS (
+  SELECT 1 FROM webhook_ordering_lanes l
+  WHERE (l.endpoint_id, l.ordering_key) IN (
+    SELECT coalesce(nullif(x.e, '')::uuid, webhook_ordering_nil()), x.k FROM unnest(@endpoints::text[], @keys::text[]) AS x(e, k))
+  ORDER BY l.endpoint_id, l.ordering_key
+  FOR NO KEY UPDATE OF l
+)
+SELECT set_config('fluxora.lanes', 'record', true), (SELECT count(*) FROM locked)`
 
 // outcomeJSON is one outcome as RecordSQL reads it.
 type outcomeJSON struct {
@@ -136,15 +180,29 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
+	endpoints, keys := lanesOf(outcomes)
 	done, err := retryMoved(ctx, func() (map[int64]bool, error) {
-		rows, err := s.pool.Query(ctx, RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids})
-		if err != nil {
-			return nil, fmt.Errorf("record outcomes: %w", err)
-		}
 		done := make(map[int64]bool, len(outcomes))
 		var id int64
-		_, err = pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
-		if err != nil {
+		if len(keys) == 0 {
+			rows, err := s.pool.Query(ctx, RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids})
+			if err != nil {
+				return nil, fmt.Errorf("record outcomes: %w", err)
+			}
+			if _, err = pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil }); err != nil {
+				return nil, fmt.Errorf("record outcomes: %w", err)
+			}
+			return done, nil
+		}
+		// One round trip, one transaction: the lanes' locks, then the
+		// record.
+		var b pgx.Batch
+		b.Queue(LockLanesSQL, pgx.NamedArgs{"endpoints": endpoints, "keys": keys})
+		b.Queue(RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids}).Query(func(rows pgx.Rows) error {
+			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
+			return err
+		})
+		if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 			return nil, fmt.Errorf("record outcomes: %w", err)
 		}
 		return done, nil
@@ -157,4 +215,16 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 		written[i] = done[o.ID]
 	}
 	return written, nil
+}
+
+// lanesOf lists the lanes (endpoint id, "" for the WEBHOOK_URL endpoint;
+// key) of the outcomes that move a keyed row out of its lane: delivered,
+// retried or dead-lettered.
+func lanesOf(outcomes []webhook.Outcome) (endpoints, keys []string) {
+	for _, o := range outcomes {
+		if o.OrderingKey != "" && (o.Kind == webhook.Done || o.Kind == webhook.Retry || o.Kind == webhook.Dead) {
+			endpoints, keys = append(endpoints, o.EndpointID), append(keys, o.OrderingKey)
+		}
+	}
+	return endpoints, keys
 }

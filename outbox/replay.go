@@ -35,7 +35,7 @@ const ReplaySQL = `WITH moved AS (
 INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout, headers, ordering_key, ordering_seq)
 SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL AND NOT fan_out THEN 1 END, headers,
   ordering_key, CASE WHEN NOT fan_out THEN ordering_seq END
-FROM moved ORDER BY ordering_seq`
+FROM moved ORDER BY coalesce(endpoint_id, webhook_ordering_nil()), ordering_key, ordering_seq`
 
 // BlockedSQL counts the dead letters of the same selection that ReplaySQL
 // leaves, by endpoint; the name is empty when the endpoint was removed.

@@ -140,6 +140,12 @@ $$;
 CREATE OR REPLACE FUNCTION webhook_ordering_enter() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- The lane's state is read after its lock, with a snapshot of that
+    -- moment: only READ COMMITTED takes one per statement.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'webhook_outbox.ordering_key: a row with an ordering key must be inserted in a READ COMMITTED transaction (this one is %)',
+            upper(current_setting('transaction_isolation')) USING ERRCODE = '0A000';
+    END IF;
     IF NEW.ordering_seq IS NULL THEN
         -- A new row of the lane: last in line.
         NEW.ordering_seq := webhook_ordering_lock(NEW.endpoint_id, NEW.ordering_key, true, NULL);
@@ -165,33 +171,42 @@ END;
 $$;
 
 -- webhook_ordering_promote makes the lane's oldest waiting row its head,
--- unless it has one or a dead letter holds it.
+-- unless it has one or a dead letter holds it; one function, no nested
+-- calls: it runs once for every keyed delivery that leaves its lane.
 CREATE OR REPLACE FUNCTION webhook_ordering_promote(p_endpoint uuid, p_key text) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_next bigint;
 BEGIN
-    PERFORM webhook_ordering_lock(p_endpoint, p_key, false, NULL);
-    IF webhook_ordering_has_head(p_endpoint, p_key) THEN
-        RETURN;
-    END IF;
+    -- The lane's lock, without a new version of its row (the record has
+    -- usually taken it already, in order, for all its lanes).
+    PERFORM 1 FROM webhook_ordering_lanes l
+    WHERE l.endpoint_id = coalesce(p_endpoint, webhook_ordering_nil()) AND l.ordering_key = p_key
+    FOR NO KEY UPDATE;
     IF p_endpoint IS NULL THEN
-        IF EXISTS (SELECT 1 FROM webhook_dead_letter d
-                   WHERE d.ordering_key = p_key AND d.endpoint_id IS NULL AND NOT d.order_broken AND NOT d.fan_out) THEN
+        IF EXISTS (SELECT 1 FROM webhook_outbox_pending o
+                   WHERE NOT o.processed AND o.ordering_key = p_key AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held)
+           OR EXISTS (SELECT 1 FROM webhook_dead_letter d
+                      WHERE d.ordering_key = p_key AND d.endpoint_id IS NULL AND NOT d.order_broken AND NOT d.fan_out) THEN
             RETURN;
         END IF;
-        UPDATE webhook_outbox_pending o SET held = false
-        WHERE o.id = (SELECT w.id FROM webhook_outbox_pending w
-                      WHERE NOT w.processed AND w.ordering_key = p_key AND w.endpoint_id IS NULL AND w.fanout IS NOT NULL AND w.held
-                      ORDER BY w.ordering_seq LIMIT 1);
-        RETURN;
+        SELECT w.id INTO v_next FROM webhook_outbox_pending w
+        WHERE NOT w.processed AND w.ordering_key = p_key AND w.endpoint_id IS NULL AND w.fanout IS NOT NULL AND w.held
+        ORDER BY w.ordering_seq LIMIT 1;
+    ELSE
+        IF EXISTS (SELECT 1 FROM webhook_outbox_pending o
+                   WHERE NOT o.processed AND o.ordering_key = p_key AND o.endpoint_id = p_endpoint AND NOT o.held)
+           OR EXISTS (SELECT 1 FROM webhook_dead_letter d
+                      WHERE d.ordering_key = p_key AND d.endpoint_id = p_endpoint AND NOT d.order_broken AND NOT d.fan_out) THEN
+            RETURN;
+        END IF;
+        SELECT w.id INTO v_next FROM webhook_outbox_pending w
+        WHERE NOT w.processed AND w.ordering_key = p_key AND w.endpoint_id = p_endpoint AND w.held
+        ORDER BY w.ordering_seq LIMIT 1;
     END IF;
-    IF EXISTS (SELECT 1 FROM webhook_dead_letter d
-               WHERE d.ordering_key = p_key AND d.endpoint_id = p_endpoint AND NOT d.order_broken AND NOT d.fan_out) THEN
-        RETURN;
+    IF v_next IS NOT NULL THEN
+        UPDATE webhook_outbox_pending SET held = false WHERE id = v_next;
     END IF;
-    UPDATE webhook_outbox_pending o SET held = false
-    WHERE o.id = (SELECT w.id FROM webhook_outbox_pending w
-                  WHERE NOT w.processed AND w.ordering_key = p_key AND w.endpoint_id = p_endpoint AND w.held
-                  ORDER BY w.ordering_seq LIMIT 1);
 END;
 $$;
 
@@ -217,7 +232,8 @@ CREATE TRIGGER webhook_ordering_enter_env BEFORE UPDATE OF fanout ON webhook_out
 DROP TRIGGER IF EXISTS webhook_ordering_leave ON webhook_outbox_pending;
 CREATE TRIGGER webhook_ordering_leave AFTER DELETE ON webhook_outbox_pending
     FOR EACH ROW
-    WHEN (OLD.ordering_key IS NOT NULL AND NOT OLD.held AND (OLD.endpoint_id IS NOT NULL OR OLD.fanout IS NOT NULL))
+    WHEN (OLD.ordering_key IS NOT NULL AND NOT OLD.held AND (OLD.endpoint_id IS NOT NULL OR OLD.fanout IS NOT NULL)
+          AND current_setting('fluxora.lanes', true) IS DISTINCT FROM 'record')
     EXECUTE FUNCTION webhook_ordering_leave();
 DROP TRIGGER IF EXISTS webhook_ordering_release ON webhook_dead_letter;
 CREATE TRIGGER webhook_ordering_release AFTER DELETE ON webhook_dead_letter
