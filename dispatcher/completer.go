@@ -41,9 +41,11 @@ type completer struct {
 	log      *slog.Logger
 	m        *metrics
 	// scheduled receives the earliest delay of the retry and deferred rows
-	// just written, 0 when a keyed row left its lane (the next row of the
-	// lane is due now), capacity 1, the smallest pending value wins.
+	// just written (capacity 1, the smallest pending value wins).
 	scheduled chan time.Duration
+	// promoted receives a value when a write let the next row of an
+	// ordering lane go (capacity 1).
+	promoted chan struct{}
 }
 
 // add hands an outcome over; it blocks while the completer is full, which
@@ -69,7 +71,11 @@ func (c *completer) run(ctx context.Context) {
 			if len(batch) == 1 {
 				timer.Reset(c.interval)
 			}
-			if len(batch) < c.max {
+			if leavesLane(d) {
+				// The next row of its lane waits for this write: no wait
+				// for others, but those already here go with it.
+				batch = c.more(batch)
+			} else if len(batch) < c.max {
 				continue
 			}
 		case <-timer.C:
@@ -79,6 +85,28 @@ func (c *completer) run(ctx context.Context) {
 		clear(batch) // drop the payloads
 		batch = batch[:0]
 	}
+}
+
+// leavesLane reports whether d's outcome moves a keyed row out of its
+// lane (delivered or dead-lettered), letting the lane's next row go.
+func leavesLane(d done) bool {
+	return d.row.OrderingKey != "" && (d.outcome.Kind == Done || d.outcome.Kind == Dead)
+}
+
+// more adds to batch the outcomes already waiting, up to max.
+func (c *completer) more(batch []done) []done {
+	for len(batch) < c.max {
+		select {
+		case d, ok := <-c.in:
+			if !ok {
+				return batch // run sees the channel closed next
+			}
+			batch = append(batch, d)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // flush writes batch, trying again on database errors.
@@ -122,7 +150,7 @@ func (c *completer) flush(ctx context.Context, batch []done) {
 func (c *completer) written(batch []done, written []bool) {
 	now := c.now()
 	var next time.Duration
-	hasNext, released := false, 0
+	hasNext, promoted, released := false, false, 0
 	for i, d := range batch {
 		if !written[i] {
 			c.m.leasesLost.Inc()
@@ -137,15 +165,21 @@ func (c *completer) written(batch []done, written []bool) {
 		if k := d.outcome.Kind; (k == Retry || k == Defer) && (!hasNext || d.outcome.Delay < next) {
 			next, hasNext = d.outcome.Delay, true
 		}
-		if k := d.outcome.Kind; d.row.OrderingKey != "" && (k == Done || k == Dead) {
-			// The next row of its lane is its head now: claim it at once
-			// rather than at the next recheck.
-			next, hasNext = 0, true
+		if leavesLane(d) {
+			promoted = true
 		}
 	}
 	c.m.inFlight.Sub(float64(len(batch)))
 	if released > 0 {
 		c.log.Info("dispatcher: released rows not started; any worker may take them at once", "rows", released)
+	}
+	if promoted {
+		// The next row of each lane left is its head now: claim at once
+		// rather than at the next recheck.
+		select {
+		case c.promoted <- struct{}{}:
+		default:
+		}
 	}
 	if hasNext {
 		select {

@@ -204,7 +204,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	d.done = &completer{
 		store: cfg.Store, in: make(chan done, cfg.Concurrency), interval: cfg.FlushInterval, max: cfg.FlushMax,
-		now: cfg.Now, log: d.log, m: d.m, scheduled: make(chan time.Duration, 1),
+		now: cfg.Now, log: d.log, m: d.m, scheduled: make(chan time.Duration, 1), promoted: make(chan struct{}, 1),
 	}
 	d.due, d.recheck, d.cool, d.sweep = stoppedTimer(), stoppedTimer(), stoppedTimer(), stoppedTimer()
 	return d, nil
@@ -260,6 +260,8 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 			d.drain(ctx, work, false)
 		case after := <-d.done.scheduled:
 			d.armDue(after)
+		case <-d.done.promoted:
+			d.drain(ctx, work, false)
 		case s := <-d.freed:
 			d.free(s)
 			if d.starved {
