@@ -64,18 +64,28 @@ type OrderBlocked struct {
 
 // ordered runs one ordering mode.
 func (s scaler) ordered(ctx context.Context, mode string) error {
-	var err error
+	// A mode that failed leaves no row: its error is printed instead.
 	switch mode {
 	case modeOrderKeys:
-		s.sc.OrderKeys, err = s.orderKeys(ctx)
+		k, err := s.orderKeys(ctx)
+		if err == nil {
+			s.sc.OrderKeys = k
+		}
+		return err
 	case modeOrderHot:
-		s.sc.OrderHot, err = s.orderHot(ctx)
+		h, err := s.orderHot(ctx)
+		if err == nil {
+			s.sc.OrderHot = h
+		}
+		return err
 	case modeOrderBlocked:
-		s.sc.OrderBlocked, err = s.orderBlocked(ctx)
-	default:
-		err = fmt.Errorf("unknown ordering mode %q", mode)
+		b, err := s.orderBlocked(ctx)
+		if err == nil {
+			s.sc.OrderBlocked = b
+		}
+		return err
 	}
-	return err
+	return fmt.Errorf("unknown ordering mode %q", mode)
 }
 
 // orderKeys drains keys × orderPerKey rows for one endpoint without keys,

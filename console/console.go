@@ -76,6 +76,11 @@ type Config struct {
 	// DefaultEndpoint: the WEBHOOK_URL endpoint is configured (the
 	// overview lists it even without rows).
 	DefaultEndpoint bool
+	// Breakers reads the endpoints' circuit breakers (REDIS_URL); nil:
+	// none shown. DefaultURL is the WEBHOOK_URL endpoint's consumer, whose
+	// breaker it is.
+	Breakers   Breakers
+	DefaultURL string
 	// SecureCookies sets Secure on the session cookie even over plain
 	// HTTP (behind a TLS proxy); requests over TLS get it anyway.
 	SecureCookies bool

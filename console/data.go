@@ -21,6 +21,24 @@ type Endpoint struct {
 	SuccessRate      *float64 `json:"success_rate"` // 0..1; nil: no attempt
 	P50MS            *float64 `json:"p50_ms"`
 	P99MS            *float64 `json:"p99_ms"`
+	// Breaker is its circuit breaker; nil when not read (no REDIS_URL,
+	// or Redis did not answer).
+	Breaker *Breaker `json:"breaker,omitempty"`
+}
+
+// Breakers reads circuit breaker states (the gates' shared state in
+// Redis).
+type Breakers interface {
+	// Breakers returns the breakers of the consumer URLs, by URL, in one
+	// round trip.
+	Breakers(ctx context.Context, urls []string) (map[string]Breaker, error)
+}
+
+// Breaker is one consumer's circuit breaker.
+type Breaker struct {
+	State string `json:"state"` // closed, open or half-open
+	// OpenUntil is when an open breaker lets a probe through.
+	OpenUntil *time.Time `json:"open_until,omitempty"`
 }
 
 // Overview is the queue at a glance and every endpoint.
@@ -50,7 +68,41 @@ func (s *Server) endpoints(ctx context.Context, only string) ([]Endpoint, error)
 			out[i].SuccessRate = &rate
 		}
 	}
+	s.breakers(ctx, out)
 	return out, nil
+}
+
+// breakers fills in the endpoints' breakers; a failed read leaves them
+// out (logged: the page still answers).
+func (s *Server) breakers(ctx context.Context, eps []Endpoint) {
+	if s.cfg.Breakers == nil || len(eps) == 0 {
+		return
+	}
+	urls := make([]string, 0, len(eps))
+	for _, e := range eps {
+		if u := s.consumerURL(e); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	got, err := s.cfg.Breakers.Breakers(ctx, urls)
+	if err != nil {
+		s.cfg.Logger.Warn("console: breakers not read", "error", err)
+		return
+	}
+	for i := range eps {
+		if b, ok := got[s.consumerURL(eps[i])]; ok {
+			eps[i].Breaker = &b
+		}
+	}
+}
+
+// consumerURL is the URL whose breaker is e's: WEBHOOK_URL for the
+// default endpoint.
+func (s *Server) consumerURL(e Endpoint) string {
+	if e.URL == "" && e.Name == outbox.DefaultEndpointName {
+		return s.cfg.DefaultURL
+	}
+	return e.URL
 }
 
 func (s *Server) overview(ctx context.Context) (Overview, error) {

@@ -1,11 +1,15 @@
 package console_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fluxora/webhook-worker/console"
 )
 
 // The overview shows the queue and every endpoint with its last hour:
@@ -181,4 +185,41 @@ func timeAgo(b bundle, t *testing.T, interval string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// breakers is the gates' breaker state as the test sets it, by URL.
+type breakers map[string]console.Breaker
+
+func (b breakers) Breakers(_ context.Context, urls []string) (map[string]console.Breaker, error) {
+	out := map[string]console.Breaker{}
+	for _, u := range urls {
+		if s, ok := b[u]; ok {
+			out[u] = s
+		} else {
+			out[u] = console.Breaker{State: "closed"}
+		}
+	}
+	return out, nil
+}
+
+// With REDIS_URL the overview and the endpoint page show a breaker that is
+// open, and until when; a closed one adds nothing.
+func TestOverviewShowsOpenBreakers(t *testing.T) {
+	t.Parallel()
+	until := time.Date(2031, 5, 4, 3, 2, 1, 0, time.UTC)
+	b := setupWith(t, breakers{"https://hooks.example.com/shop?key=sekrit": {State: "open", OpenUntil: &until}})
+	c := client(t)
+	for _, page := range []string{"/", "/endpoints/shop"} {
+		res, body := do(t, c, "GET", b.url+page, nil, bearer...)
+		if res.StatusCode != http.StatusOK || !strings.Contains(body, "breaker open until 2031-05-04 03:02:01Z") {
+			t.Fatalf("%s: %d, no open breaker in:\n%s", page, res.StatusCode, body)
+		}
+		if strings.Count(body, "breaker open") != 1 {
+			t.Fatalf("%s: a closed breaker shown too", page)
+		}
+	}
+	_, body := do(t, c, "GET", b.url+"/api/endpoints", nil, bearer...)
+	if !strings.Contains(body, `"breaker":{"state":"open","open_until":"2031-05-04T03:02:01Z"}`) {
+		t.Fatalf("/api/endpoints: %s", body)
+	}
 }

@@ -27,6 +27,7 @@ func endpointRows(eps []Endpoint) template.HTML {
 		default:
 			b.WriteString(`<span class="ok">enabled</span>`)
 		}
+		b.WriteString(breakerText(e.Breaker))
 		for _, cell := range []string{strconv.FormatInt(e.Backlog, 10), strconv.FormatInt(e.DeadLetters, 10),
 			strconv.FormatInt(e.AttemptsLastHour, 10), fmtPct(e.SuccessRate), fmtMS(e.P50MS), fmtMS(e.P99MS)} {
 			b.WriteString(`</td><td>` + esc(cell))
@@ -34,4 +35,16 @@ func endpointRows(eps []Endpoint) template.HTML {
 		b.WriteString(`</td><td class="err">` + esc(e.LastError) + "</td></tr>\n")
 	}
 	return template.HTML(b.String()) // every value above is escaped
+}
+
+// breakerText is an open or half-open breaker's note after the state
+// (escaped), else "".
+func breakerText(b *Breaker) string {
+	switch {
+	case b == nil || b.State == "closed":
+		return ""
+	case b.State == "open" && b.OpenUntil != nil:
+		return ` <span class="bad">breaker open until ` + fmtTime(b.OpenUntil) + `</span>`
+	}
+	return ` <span class="warn">breaker ` + html.EscapeString(b.State) + `</span>`
 }

@@ -82,6 +82,12 @@ type bundle struct {
 // hour, and dead letters of both.
 func setup(t *testing.T) bundle {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the console's breakers read from breakers.
+func setupWith(t *testing.T, breakers console.Breakers) bundle {
+	t.Helper()
 	db := testdb.New(t)
 	store, err := outbox.New(db.Pool)
 	if err != nil {
@@ -89,7 +95,7 @@ func setup(t *testing.T) bundle {
 	}
 	log := &syncBuffer{}
 	srv, err := console.New(console.Config{Store: store, Endpoints: catalog{store}, Token: []byte(testToken),
-		Logger: slog.New(slog.NewTextHandler(log, nil))})
+		Logger: slog.New(slog.NewTextHandler(log, nil)), Breakers: breakers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,9 @@
 # deliveries pending, holds back no event of another endpoint, and the rows
 # live in the outbox's partitions: pending ones in webhook_outbox_pending,
 # history in a partition of the day.
+# Then ordered delivery (issue 23): an order's three events with one
+# ordering key arrive in order although the consumer fails the first once,
+# each with its sequence number, while an event without a key goes at once.
 # Last, the console (issue 24): it prints the console's address and token
 # file, and reads the endpoints through its API (DEMO_KEEP_CONSOLE=1 keeps
 # it up to browse).
@@ -29,6 +32,7 @@ AUDIT_ADDR=${DEMO_AUDIT_ADDR:-127.0.0.1:8090}
 DOWN_ADDR=${DEMO_DOWN_ADDR:-127.0.0.1:8091}
 METRICS_ADDR=${DEMO_METRICS_ADDR:-127.0.0.1:9464}
 CONSOLE_ADDR=${DEMO_CONSOLE_ADDR:-127.0.0.1:8092}
+LEDGER_ADDR=${DEMO_LEDGER_ADDR:-127.0.0.1:8093}
 RUN=$(mktemp -d)
 
 echo "== building bin/worker and bin/sample-consumer"
@@ -160,6 +164,24 @@ psql "$DATABASE_URL" -c "SELECT tableoid::regclass AS partition, count(*) AS row
 echo "== worker endpoints remove down --force: its pending deliveries go to the dead letter"
 bin/worker endpoints remove down --force
 
+echo "== ordered delivery (issue 23): order-42's created, paid, shipped to endpoint 'ledger', whose consumer fails 'created' once; an event without a key beside them"
+bin/worker endpoints add --name ledger --url "http://$LEDGER_ADDR/hooks" --events order.step,order.note >"$RUN/ledger.add"
+WEBHOOK_SECRET=$(secret_of "$RUN/ledger.add") bin/sample-consumer -addr "$LEDGER_ADDR" -honor-delay >"$RUN/ledger.log" 2>&1 & pids+=($!)
+psql -q "$DATABASE_URL" -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"created\", \"fail_first\": true}', 'ledger', ordering_key => 'order-42')" \
+  -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"paid\"}', 'ledger', ordering_key => 'order-42')" \
+  -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"shipped\"}', 'ledger', ordering_key => 'order-42')" \
+  -c "SELECT webhook_enqueue('order.note', '{\"note\": \"no key: goes at once\"}', 'ledger')"
+for _ in $(seq 1 100); do [ "$(verified "$RUN/ledger.log")" -ge 4 ] && break; sleep 0.1; done
+[ "$(verified "$RUN/ledger.log")" -ge 4 ] || { echo "demo FAILED: ledger did not receive its 4 events"; cat "$RUN/ledger.log"; exit 1; }
+grep -E '^(verified|failed)' "$RUN/ledger.log" | sed -E 's/^(verified|failed) [0-9a-f-]+ /\1 /; s/ signatures=[0-9]+ traceparent=-//' | sed 's/^/   /'
+order=$(grep '^verified' "$RUN/ledger.log" | grep -o '"step": "[a-z]*"' | tr '\n' ' ')
+[ "$order" = '"step": "created" "step": "paid" "step": "shipped" ' ] || { echo "demo FAILED: order-42 arrived as $order"; exit 1; }
+seqs=$(grep '^verified' "$RUN/ledger.log" | grep -o 'key=order-42 seq=[0-9]*' | tr '\n' ' ')
+[ "$seqs" = 'key=order-42 seq=1 key=order-42 seq=2 key=order-42 seq=3 ' ] || { echo "demo FAILED: order-42's sequence numbers: $seqs"; exit 1; }
+first=$(grep '^verified' "$RUN/ledger.log" | head -1)
+case "$first" in *'no key'*) ;; *) echo "demo FAILED: the event without a key waited behind order-42: $first"; exit 1 ;; esac
+echo "   order-42 arrived created, paid, shipped (sequence 1, 2, 3), 'created' retried first; the event without a key did not wait"
+
 echo "== the console (issue 24): worker console, its token in a file"
 (umask 077; head -c 32 /dev/urandom | base64 >"$RUN/console.token")
 WEBHOOK_CONSOLE_TOKEN_FILE="$RUN/console.token" bin/worker console --addr "$CONSOLE_ADDR" >"$RUN/console.log" 2>&1 & pids+=($!)
@@ -176,4 +198,4 @@ if [ -n "${DEMO_KEEP_CONSOLE:-}" ]; then
   echo "== DEMO_KEEP_CONSOLE is set: the console stays up at http://$CONSOLE_ADDR/ (token file $RUN/console.token) until Ctrl-C"
   wait "${pids[-1]}" || true
 fi
-echo "== demo OK: billing received 4, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret; billing served beside a backlog of 20,000"
+echo "== demo OK: billing received 4, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret; billing served beside a backlog of 20,000; order-42 in order"

@@ -1,8 +1,10 @@
 // Command sample-consumer is a minimal Fluxora webhook consumer: it verifies
 // each request with package verify, deduplicates by x-fluxora-delivery-id,
-// and prints one line per event. The README demo uses it. With -honor-delay
-// it answers an event whose payload has "delay_ms" only after that long (at
-// most 10 s), as a slow real consumer would.
+// and prints one line per event (with its ordering key and sequence, when
+// it has one). The README demo uses it. With -honor-delay it answers an
+// event whose payload has "delay_ms" only after that long (at most 10 s),
+// as a slow real consumer would, and fails the first attempt of an event
+// whose payload has "fail_first": true (503), as a flaky one would.
 //
 //	WEBHOOK_SECRET=... sample-consumer -addr 127.0.0.1:8089 [-honor-delay]
 package main
@@ -69,15 +71,25 @@ type handler struct {
 // maxDelay caps the delay_ms a payload may ask for.
 const maxDelay = 10 * time.Second
 
+// asks is what a payload asks of the consumer.
+type asks struct {
+	DelayMS   int64 `json:"delay_ms"`
+	FailFirst bool  `json:"fail_first"`
+}
+
 // delay is the payload's delay_ms, capped, or 0.
 func delay(body []byte) time.Duration {
-	var p struct {
-		DelayMS int64 `json:"delay_ms"`
-	}
+	var p asks
 	if json.Unmarshal(body, &p) != nil || p.DelayMS <= 0 {
 		return 0
 	}
 	return min(time.Duration(p.DelayMS)*time.Millisecond, maxDelay)
+}
+
+// failFirst reports whether the payload asks its first attempt to fail.
+func failFirst(body []byte) bool {
+	var p asks
+	return json.Unmarshal(body, &p) == nil && p.FailFirst
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +97,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		fmt.Fprintf(h.out, "rejected: %v\n", err)
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
+		return
+	}
+	ordered := ""
+	if ev.OrderingKey != "" {
+		ordered = fmt.Sprintf(" key=%s seq=%d", ev.OrderingKey, ev.Sequence)
+	}
+	if h.honorDelay && ev.Attempt == 1 && failFirst(ev.Body) {
+		fmt.Fprintf(h.out, "failed %s on purpose (attempt 1)%s\n", ev.DeliveryID, ordered)
+		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
 	}
 	h.mu.Lock()
@@ -96,9 +117,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		// webhook-signature holds two signatures during a secret rotation;
 		// traceparent is one of an event's own headers, when it has one.
-		fmt.Fprintf(h.out, "verified %s %s endpoint=%s attempt=%d signatures=%d traceparent=%s body=%s\n", ev.DeliveryID, ev.Type,
+		fmt.Fprintf(h.out, "verified %s %s endpoint=%s attempt=%d signatures=%d traceparent=%s%s body=%s\n", ev.DeliveryID, ev.Type,
 			cmp.Or(r.Header.Get("x-fluxora-endpoint"), "-"), ev.Attempt, len(strings.Fields(r.Header.Get("webhook-signature"))),
-			cmp.Or(r.Header.Get("traceparent"), "-"), ev.Body)
+			cmp.Or(r.Header.Get("traceparent"), "-"), ordered, ev.Body)
 	}
 	if d := delay(ev.Body); h.honorDelay && d > 0 {
 		t := time.NewTimer(d)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fluxora/webhook-worker/console"
 	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/outbox"
 )
 
@@ -76,8 +77,20 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	eps, _ := endpoints.New(endpoints.Config{Pool: pool, Sealer: sealer}) // nor here
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// With REDIS_URL, the overview shows the endpoints' breakers.
+	var breakers console.Breakers
+	if cfg.RedisURL != "" {
+		g, closeGates, err := opsGates(cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "worker console: REDIS_URL: %v\n", err)
+			return exitUsage
+		}
+		defer closeGates()
+		breakers = consoleBreakers{g}
+	}
 	srv, err := console.New(console.Config{Store: store, Endpoints: consoleEndpoints{eps}, Token: []byte(token),
-		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log})
+		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log,
+		Breakers: breakers, DefaultURL: cfg.WebhookURL})
 	if err != nil {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
 		return exitFailure
@@ -156,4 +169,25 @@ func (c consoleEndpoints) RotateSecret(ctx context.Context, name string, grace t
 		return "", consoleErr(err)
 	}
 	return secret, nil
+}
+
+// consoleBreakers reads the console's breakers through the gates, all in
+// one round trip.
+type consoleBreakers struct{ g *gates.Gates }
+
+func (b consoleBreakers) Breakers(ctx context.Context, urls []string) (map[string]console.Breaker, error) {
+	states, err := b.g.States(ctx, urls)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]console.Breaker, len(states))
+	for u, s := range states {
+		cb := console.Breaker{State: s.State}
+		if s.State == "open" {
+			at := s.ResetAt
+			cb.OpenUntil = &at
+		}
+		out[u] = cb
+	}
+	return out, nil
 }
