@@ -12,8 +12,10 @@ import (
 )
 
 // blockedKeysEvery is how often the workers read the blocked ordering keys
-// for their gauges (10 s, as the client certificates).
-const blockedKeysEvery = 10 * time.Second
+// for their gauges: 30 s, as the read costs about 35 ms of the database
+// with 10,000 keys blocked (20,000 rows waiting behind them), and nothing
+// when no key waits.
+const blockedKeysEvery = 30 * time.Second
 
 // blockedKeys sets fluxora_webhook_ordering_blocked_keys and
 // fluxora_webhook_ordering_blocked_oldest_seconds by endpoint from
@@ -31,11 +33,11 @@ func newBlockedKeys(store *outbox.Store, log *slog.Logger, reg prometheus.Regist
 	return &blockedKeys{store: store, log: log,
 		keys: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fluxora_webhook_ordering_blocked_keys",
-			Help: "Ordering keys of each endpoint that cannot move now: their head's retry is later, or a dead letter holds them (read every 10 s; the same in every worker).",
+			Help: "Ordering keys of each endpoint that cannot move now: their head's retry is later, or a dead letter holds them (read every 30 s; the same in every worker).",
 		}, []string{"endpoint"}),
 		oldest: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fluxora_webhook_ordering_blocked_oldest_seconds",
-			Help: "How long the longest blocked ordering key of each endpoint has waited, in seconds (read every 10 s).",
+			Help: "How long the longest blocked ordering key of each endpoint has waited, in seconds (read every 30 s).",
 		}, []string{"endpoint"})}
 }
 
