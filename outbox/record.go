@@ -68,38 +68,6 @@ const RecordSQL = `WITH r AS (
     m.ordering_key, m.ordering_seq, m.ordering_key IS NOT NULL AND e.ordering IS DISTINCT FROM 'hold'
   FROM marked m LEFT JOIN webhook_endpoints e ON m.ordering_key IS NOT NULL AND e.id = m.endpoint_id
   WHERE m.kind = 'dead'
-), promote AS (
-  SELECT DISTINCT m.endpoint_id, m.ordering_key FROM marked m
-    LEFT JOIN webhook_endpoints e ON m.kind = 'dead' AND e.id = m.endpoint_id
-  WHERE current_setting('fluxora.lanes', true) = 'record'
-    AND m.ordering_key IS NOT NULL AND m.kind IN ('done', 'dead') AND (m.endpoint_id IS NOT NULL OR m.fanout IS NOT NULL)
-    AND e.ordering IS DISTINCT FROM 'hold'
-), promoted AS (
-  UPDATE webhook_outbox o SET held = false
-  FROM (
-    SELECT (SELECT w.id FROM webhook_outbox w
-            WHERE NOT w.processed AND w.endpoint_id = p.endpoint_id AND w.ordering_key = p.ordering_key AND w.held
-            ORDER BY w.ordering_seq LIMIT 1) AS id
-    FROM promote p
-    WHERE p.endpoint_id IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM webhook_outbox h
-                      WHERE NOT h.processed AND h.endpoint_id = p.endpoint_id AND h.ordering_key = p.ordering_key AND NOT h.held
-                        AND h.id <> ALL(@ids))
-      AND NOT EXISTS (SELECT 1 FROM webhook_dead_letter d
-                      WHERE d.endpoint_id = p.endpoint_id AND d.ordering_key = p.ordering_key AND NOT d.order_broken AND NOT d.fan_out)
-    UNION ALL
-    SELECT (SELECT w.id FROM webhook_outbox w
-            WHERE NOT w.processed AND w.endpoint_id IS NULL AND w.fanout IS NOT NULL AND w.ordering_key = p.ordering_key AND w.held
-            ORDER BY w.ordering_seq LIMIT 1)
-    FROM promote p
-    WHERE p.endpoint_id IS NULL
-      AND NOT EXISTS (SELECT 1 FROM webhook_outbox h
-                      WHERE NOT h.processed AND h.endpoint_id IS NULL AND h.fanout IS NOT NULL AND h.ordering_key = p.ordering_key
-                        AND NOT h.held AND h.id <> ALL(@ids))
-      AND NOT EXISTS (SELECT 1 FROM webhook_dead_letter d
-                      WHERE d.endpoint_id IS NULL AND d.ordering_key = p.ordering_key AND NOT d.order_broken AND NOT d.fan_out)
-  ) nx
-  WHERE NOT o.processed AND o.id = nx.id
 ), health AS (
   SELECT endpoint_id, bool_or(health = 'healthy') AS ok,
     max(error) FILTER (WHERE health = 'failing') AS error, max(NULLIF(status, 0)) FILTER (WHERE health = 'failing') AS status
@@ -118,16 +86,16 @@ const RecordSQL = `WITH r AS (
 )
 SELECT id FROM marked UNION ALL SELECT id FROM released UNION ALL SELECT id FROM deferred`
 
-// LockLanesSQL runs before RecordSQL, in the same transaction, when
-// outcomes move rows of ordering lanes (migration 015): it locks the lanes
-// (@endpoints, "" for the WEBHOOK_URL endpoint, and @keys, side by side),
-// in order, so that two writes never wait on each other, and says so to
-// RecordSQL (fluxora.lanes, for this transaction). RecordSQL, whose
-// snapshot is then taken after the locks, promotes each lane's next row
-// itself (promote, promoted: one statement for every lane) and the
-// per-row trigger webhook_ordering_leave stands aside. A row entering one
-// of these lanes meanwhile waits for the locks, and then sees the lane as
-// the record left it.
+// LockLanesSQL runs before RecordSQL, and PromoteSQL after it, in the
+// same transaction and round trip, when outcomes move rows of ordering
+// lanes (migration 015). It locks the lanes (@endpoints, "" for the
+// WEBHOOK_URL endpoint, and @keys, side by side) in order, so that two
+// writes never wait on each other, and sets fluxora.lanes for the
+// transaction, so that the per-row trigger webhook_ordering_leave stands
+// aside: PromoteSQL then moves every lane on in one statement. A row
+// entering one of these lanes meanwhile waits for the locks, and then sees
+// the lane as the record left it. Writes without keyed rows run RecordSQL
+// alone, as before ordering existed.
 const LockLanesSQL = `WITH locked AS (
   SELECT 1 FROM webhook_ordering_lanes l
   WHERE (l.endpoint_id, l.ordering_key) IN (
@@ -136,6 +104,39 @@ const LockLanesSQL = `WITH locked AS (
   FOR NO KEY UPDATE OF l
 )
 SELECT set_config('fluxora.lanes', 'record', true), (SELECT count(*) FROM locked)`
+
+// PromoteSQL makes the oldest waiting row of each lane of @endpoints and
+// @keys (as LockLanesSQL's) its head, unless the lane has one (a retry's
+// new row, or a row whose outcome the fence refused) or a dead letter holds
+// it ('hold'). It runs after RecordSQL in the same transaction, so it sees
+// what the record did.
+const PromoteSQL = `WITH lanes AS (
+  SELECT DISTINCT nullif(x.e, '')::uuid AS endpoint_id, x.k AS ordering_key FROM unnest(@endpoints::text[], @keys::text[]) AS x(e, k)
+)
+UPDATE webhook_outbox o SET held = false
+FROM (
+  SELECT (SELECT w.id FROM webhook_outbox w
+          WHERE NOT w.processed AND w.endpoint_id = l.endpoint_id AND w.ordering_key = l.ordering_key AND w.held
+          ORDER BY w.ordering_seq LIMIT 1) AS id
+  FROM lanes l
+  WHERE l.endpoint_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM webhook_outbox h
+                    WHERE NOT h.processed AND h.endpoint_id = l.endpoint_id AND h.ordering_key = l.ordering_key AND NOT h.held)
+    AND NOT EXISTS (SELECT 1 FROM webhook_dead_letter d
+                    WHERE d.endpoint_id = l.endpoint_id AND d.ordering_key = l.ordering_key AND NOT d.order_broken AND NOT d.fan_out)
+  UNION ALL
+  SELECT (SELECT w.id FROM webhook_outbox w
+          WHERE NOT w.processed AND w.endpoint_id IS NULL AND w.fanout IS NOT NULL AND w.ordering_key = l.ordering_key AND w.held
+          ORDER BY w.ordering_seq LIMIT 1)
+  FROM lanes l
+  WHERE l.endpoint_id IS NULL
+    AND NOT EXISTS (SELECT 1 FROM webhook_outbox h
+                    WHERE NOT h.processed AND h.endpoint_id IS NULL AND h.fanout IS NOT NULL AND h.ordering_key = l.ordering_key
+                      AND NOT h.held)
+    AND NOT EXISTS (SELECT 1 FROM webhook_dead_letter d
+                    WHERE d.endpoint_id IS NULL AND d.ordering_key = l.ordering_key AND NOT d.order_broken AND NOT d.fan_out)
+) nx
+WHERE NOT o.processed AND o.id = nx.id`
 
 // outcomeJSON is one outcome as RecordSQL reads it.
 type outcomeJSON struct {
@@ -194,14 +195,16 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 			}
 			return done, nil
 		}
-		// One round trip, one transaction: the lanes' locks, then the
-		// record.
+		// One round trip, one transaction: the lanes' locks, the record,
+		// the lanes moved on.
 		var b pgx.Batch
-		b.Queue(LockLanesSQL, pgx.NamedArgs{"endpoints": endpoints, "keys": keys})
+		lanes := pgx.NamedArgs{"endpoints": endpoints, "keys": keys}
+		b.Queue(LockLanesSQL, lanes)
 		b.Queue(RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids}).Query(func(rows pgx.Rows) error {
 			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
 			return err
 		})
+		b.Queue(PromoteSQL, lanes)
 		if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 			return nil, fmt.Errorf("record outcomes: %w", err)
 		}

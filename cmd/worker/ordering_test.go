@@ -33,8 +33,24 @@ type orderedEvent struct {
 // and the failing head holds back no other key.
 func TestOrderedDeliveryAcrossWorkersAndSIGKILL(t *testing.T) {
 	t.Parallel()
+	t.Run("direct", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		orderedRun(t, db, func(c *consumer, o map[string]string) map[string]string { return baseEnv(db, c, o) })
+	})
+	// The workers' statements through PgBouncer in transaction mode, the
+	// listener direct (README, "Behind PgBouncer").
+	t.Run("behind PgBouncer", func(t *testing.T) {
+		t.Parallel()
+		s := setupBounced(t)
+		orderedRun(t, s.db, s.env)
+	})
+}
+
+// orderedRun is TestOrderedDeliveryAcrossWorkersAndSIGKILL on db, its
+// workers configured by env.
+func orderedRun(t *testing.T, db *testdb.DB, env func(*consumer, map[string]string) map[string]string) {
 	const keys, perKey, unordered, poison = 40, 15, 150, 40
-	db := testdb.New(t)
 	var release atomic.Bool
 	c := newConsumer(t, func(d delivery) int {
 		var ev orderedEvent
@@ -50,11 +66,11 @@ func TestOrderedDeliveryAcrossWorkersAndSIGKILL(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	env := baseEnv(db, c, map[string]string{"WEBHOOK_TIMEOUT_MS": "2000", "WEBHOOK_MAX_ATTEMPTS": "1000",
+	workerEnv := env(c, map[string]string{"WEBHOOK_TIMEOUT_MS": "2000", "WEBHOOK_MAX_ATTEMPTS": "1000",
 		"WEBHOOK_BACKOFF_BASE_MS": "10", "WEBHOOK_BACKOFF_MAX_MS": "50"})
-	first := startProcess(t, env)
+	first := startProcess(t, workerEnv)
 	startedWorker(t, first.logs)
-	second := startProcess(t, env)
+	second := startProcess(t, workerEnv)
 	startedWorker(t, second.logs)
 
 	// Keys' events in rounds (event i of every key, then i+1), one
