@@ -167,7 +167,7 @@ bin/worker endpoints remove down --force
 echo "== ordered delivery (issue 23): order-42's created, paid, shipped to endpoint 'ledger', whose consumer fails 'created' once; an event without a key beside them"
 bin/worker endpoints add --name ledger --url "http://$LEDGER_ADDR/hooks" --events order.step,order.note >"$RUN/ledger.add"
 WEBHOOK_SECRET=$(secret_of "$RUN/ledger.add") bin/sample-consumer -addr "$LEDGER_ADDR" -honor-delay >"$RUN/ledger.log" 2>&1 & pids+=($!)
-psql -q "$DATABASE_URL" -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"created\", \"fail_first\": true}', 'ledger', ordering_key => 'order-42')" \
+psql -qAt "$DATABASE_URL" -o /dev/null -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"created\", \"fail_first\": true}', 'ledger', ordering_key => 'order-42')" \
   -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"paid\"}', 'ledger', ordering_key => 'order-42')" \
   -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"shipped\"}', 'ledger', ordering_key => 'order-42')" \
   -c "SELECT webhook_enqueue('order.note', '{\"note\": \"no key: goes at once\"}', 'ledger')"
