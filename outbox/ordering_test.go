@@ -189,3 +189,39 @@ func TestOrderingFanOutPerEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// BlockedKeys counts, by endpoint, the keys whose head cannot go now: its
+// retry is later, or a dead letter holds the key ('hold'); a key whose
+// head is due, and one with nothing waiting, are not blocked.
+func TestBlockedKeys(t *testing.T) {
+	t.Parallel()
+	s, db := setup(t)
+	shop := endpoint(t, db, "shop", true)
+	ledger := endpoint(t, db, "ledger", true)
+	exec(t, db, `UPDATE webhook_endpoints SET ordering = 'hold' WHERE id = $1`, ledger)
+	for _, k := range []string{"retrying", "flowing"} {
+		keyed(t, db, shop, k+"1", k)
+		keyed(t, db, shop, k+"2", k)
+	}
+	keyed(t, db, shop, "alone1", "alone")
+	// retrying's head failed: its retry is an hour away.
+	exec(t, db, `UPDATE webhook_outbox SET created_at = now() + interval '1 hour'
+		WHERE NOT processed AND ordering_key IN ('retrying', 'alone') AND NOT held`)
+	keyed(t, db, ledger, "h1", "held")
+	keyed(t, db, ledger, "h2", "held")
+	record(t, s, claimAll(t, s, false)[`ledger:"h1"`], webhook.Dead)
+
+	got, err := s.BlockedKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"ledger": 1, "shop": 1}
+	if len(got) != len(want) {
+		t.Fatalf("blocked keys %+v, want %v", got, want)
+	}
+	for _, b := range got {
+		if b.Keys != want[b.Endpoint] || b.OldestSecs < 0 {
+			t.Errorf("%s: %d keys blocked (oldest %.1fs), want %d", b.Endpoint, b.Keys, b.OldestSecs, want[b.Endpoint])
+		}
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -199,5 +201,36 @@ func checkOrder(t *testing.T, got []delivery, keys int) {
 					k, r.i, r.at.Format(time.RFC3339Nano), r.i-1, prev.Format(time.RFC3339Nano))
 			}
 		}
+	}
+}
+
+// `worker status` shows the rows waiting behind their key and the blocked
+// keys per endpoint, in the table and in JSON.
+func TestStatusShowsBlockedKeys(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	var id string
+	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO webhook_endpoints (name, url, secret)
+		VALUES ('shop', 'https://hooks.example.com/shop', 'whsec_x') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// Two keys of three rows each; order-1's head failed, its retry is an
+	// hour away: one blocked key, four rows waiting.
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO webhook_outbox (event_type, payload, endpoint_id, ordering_key)
+		SELECT 'order.paid', '{}', $1, 'order-' || (g % 2) FROM generate_series(1, 6) g ORDER BY g`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(context.Background(), `UPDATE webhook_outbox SET created_at = now() + interval '1 hour'
+		WHERE NOT processed AND ordering_key = 'order-1' AND NOT held`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := ops(t, db, "status")
+	if code != 0 || !regexp.MustCompile(`shop\s+enabled\s+1\s+0\s+1\s+4\s+1 \(oldest `).MatchString(out) ||
+		!strings.Contains(out, "waiting behind their ordering key") {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = ops(t, db, "status", "--json")
+	if code != 0 || !strings.Contains(out, `"waiting_for_key":4`) || !strings.Contains(out, `"blocked_keys":1`) {
+		t.Fatalf("status --json: exit %d\n%s%s", code, out, errs)
 	}
 }
