@@ -209,9 +209,10 @@ func checkOrder(t *testing.T, got []delivery, keys int) {
 func TestStatusShowsBlockedKeys(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
+	c := newConsumer(t, nil)
 	var id string
 	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO webhook_endpoints (name, url, secret)
-		VALUES ('shop', 'https://hooks.example.com/shop', 'whsec_x') RETURNING id::text`).Scan(&id); err != nil {
+		VALUES ('shop', $1, $2) RETURNING id::text`, c.srv.URL+"/shop", testSecret).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	// Two keys of three rows each; order-1's head failed, its retry is an
@@ -232,5 +233,16 @@ func TestStatusShowsBlockedKeys(t *testing.T) {
 	code, out, errs = ops(t, db, "status", "--json")
 	if code != 0 || !strings.Contains(out, `"waiting_for_key":4`) || !strings.Contains(out, `"blocked_keys":1`) {
 		t.Fatalf("status --json: exit %d\n%s%s", code, out, errs)
+	}
+	// A worker's gauges: read at its start, order-1 blocked (order-0's
+	// rows are delivered meanwhile, order-1's head an hour away).
+	w := startInProcess(t, endpointsOnly(db, nil))
+	base := metricsBase(t, w.logs)
+	waitfor.True(t, 20*time.Second, "the blocked-keys gauge", func() bool {
+		v, err := scrapeMetric(base, `fluxora_webhook_ordering_blocked_keys{endpoint="shop"}`)
+		return err == nil && v == 1
+	})
+	if v := metricValue(t, base, `fluxora_webhook_ordering_blocked_oldest_seconds{endpoint="shop"}`); v <= 0 {
+		t.Fatalf("oldest blocked %v s", v)
 	}
 }
