@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
@@ -58,5 +59,30 @@ func TestOrderingKey(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, ordering_key) VALUES ('order.paid', '{}', '')`)
 	if !errors.As(err, &pgErr) || pgErr.ConstraintName != "webhook_outbox_ordering_key_valid" {
 		t.Errorf("INSERT with an empty key: %v, want the check webhook_outbox_ordering_key_valid", err)
+	}
+}
+
+// A keyed row needs READ COMMITTED: another isolation level is refused
+// with an error that names it; a row without a key is not affected.
+func TestOrderingKeyNeedsReadCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (name, url, secret) VALUES ('shop', 'https://hooks.example.com/', 'whsec_x')`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := producer.Enqueue(ctx, tx, "order.paid", []byte(`{}`)); err != nil {
+		t.Fatalf("a row without a key under REPEATABLE READ: %v", err)
+	}
+	_, err = producer.Enqueue(ctx, tx, "order.paid", []byte(`{}`), producer.WithOrderingKey("order-1"), producer.ToEndpoint("shop"))
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "0A000" || !strings.Contains(pgErr.Message, "READ COMMITTED") ||
+		!strings.Contains(pgErr.Message, "REPEATABLE READ") {
+		t.Fatalf("a keyed row under REPEATABLE READ: %v", err)
 	}
 }
