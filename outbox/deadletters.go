@@ -20,6 +20,12 @@ type DeadLetter struct {
 	LastStatus *int      `json:"last_status"` // nil: no response arrived
 	LastError  string    `json:"last_error"`
 	DiedAt     time.Time `json:"died_at"`
+	// OrderingKey and Sequence are its place in its lane ("" and 0
+	// without a key); OrderBroken says the key moved on without it, else
+	// (a key under 'hold') it holds the key until replayed or purged.
+	OrderingKey string `json:"ordering_key,omitempty"`
+	Sequence    int64  `json:"sequence,omitempty"`
+	OrderBroken bool   `json:"order_broken,omitempty"`
 }
 
 // ErrEndpointNotFound is returned, wrapped with the name, when a filter
@@ -64,7 +70,8 @@ func (s *Store) endpointArgs(ctx context.Context, name string) (pgx.NamedArgs, e
 // event type @event_type ("" for any), died at or after @since and before
 // @until (NULL: no bound), and the endpoint (endpointFilterSQL). died_at is
 // read through webhook_time_clamp.
-const DeadLettersSQL = `SELECT d.delivery_id::text, ` + EndpointNameSQL + `, d.event_type, d.attempts, d.last_status, d.last_error, webhook_time_clamp(d.died_at)
+const DeadLettersSQL = `SELECT d.delivery_id::text, ` + EndpointNameSQL + `, d.event_type, d.attempts, d.last_status, d.last_error, webhook_time_clamp(d.died_at),
+  coalesce(d.ordering_key, ''), coalesce(d.ordering_seq, 0), d.order_broken
 FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
 WHERE (@event_type::text = '' OR d.event_type = @event_type::text) AND ` + endpointFilterSQL + `
   AND (@since::timestamptz IS NULL OR d.died_at >= @since::timestamptz)

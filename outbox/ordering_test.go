@@ -109,10 +109,9 @@ func TestOrderingOneAtATimePerKey(t *testing.T) {
 	if a3 := got[`shop:"a3"`]; len(got) != 1 || a3.Sequence != 3 {
 		t.Fatalf("after a2 died the claim took %v, want a3 (seq 3)", names(got))
 	}
-	var broken bool
-	if err := db.Pool.QueryRow(context.Background(),
-		`SELECT order_broken FROM webhook_dead_letter WHERE ordering_key = 'order-a' AND ordering_seq = 2`).Scan(&broken); err != nil || !broken {
-		t.Fatalf("a2's dead letter: order_broken %v, %v; want true", broken, err)
+	dls, err := s.DeadLetters(context.Background(), outbox.DeadLetterQuery{Limit: 10})
+	if err != nil || len(dls) != 1 || dls[0].OrderingKey != "order-a" || dls[0].Sequence != 2 || !dls[0].OrderBroken {
+		t.Fatalf("a2's dead letter: %+v, %v; want key order-a, sequence 2, order broken", dls, err)
 	}
 }
 

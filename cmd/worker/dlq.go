@@ -105,13 +105,14 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 		return printJSON(stdout, stderr, "dlq list", list)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "DELIVERY ID\tENDPOINT\tEVENT\tATTEMPTS\tSTATUS\tDIED AT\tLAST ERROR")
+	fmt.Fprintln(w, "DELIVERY ID\tENDPOINT\tEVENT\tATTEMPTS\tSTATUS\tDIED AT\tKEY\tLAST ERROR")
 	for _, d := range list {
 		status := "-"
 		if d.LastStatus != nil {
 			status = fmt.Sprint(*d.LastStatus)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.DeliveryID, d.Endpoint, d.Event, d.Attempts, status, d.DiedAt.UTC().Format(time.RFC3339), d.LastError)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.DeliveryID, d.Endpoint, d.Event, d.Attempts, status, d.DiedAt.UTC().Format(time.RFC3339),
+			laneText(d), d.LastError)
 	}
 	_ = w.Flush()
 	return exitOK
@@ -230,4 +231,17 @@ func dlqPurge(ctx context.Context, args []string, getenv func(string) string, st
 func opsStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (store *outbox.Store, closeStore func(), code int) {
 	_, store, closeStore, code = opsConnectStore(ctx, getenv, stderr, name)
 	return store, closeStore, code
+}
+
+// laneText is a dead letter's KEY column: "-" without an ordering key, else
+// the key and sequence, and whether the key moved on without it (broke
+// its order) or waits for it (holds the key).
+func laneText(d outbox.DeadLetter) string {
+	switch {
+	case d.OrderingKey == "":
+		return "-"
+	case d.OrderBroken:
+		return fmt.Sprintf("%s #%d (order broken)", d.OrderingKey, d.Sequence)
+	}
+	return fmt.Sprintf("%s #%d (holds the key)", d.OrderingKey, d.Sequence)
 }

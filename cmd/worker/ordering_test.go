@@ -246,3 +246,26 @@ func TestStatusShowsBlockedKeys(t *testing.T) {
 		t.Fatalf("oldest blocked %v s", v)
 	}
 }
+
+// `worker dlq list` shows a dead letter's key and sequence, and whether
+// the key moved on without it or waits for it.
+func TestDLQListShowsKeys(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO webhook_dead_letter
+		(delivery_id, event_type, payload, attempts, last_error, ordering_key, ordering_seq, order_broken)
+		VALUES (gen_random_uuid(), 'order.paid', '{}', 3, 'http 500', 'order-7', 3, true),
+		       (gen_random_uuid(), 'order.paid', '{}', 3, 'http 500', 'order-8', 1, false),
+		       (gen_random_uuid(), 'order.paid', '{}', 3, 'http 500', NULL, NULL, false)`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := ops(t, db, "dlq", "list")
+	if code != 0 || !strings.Contains(out, "order-7 #3 (order broken)") || !strings.Contains(out, "order-8 #1 (holds the key)") {
+		t.Fatalf("dlq list: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = ops(t, db, "dlq", "list", "--json")
+	if code != 0 || !strings.Contains(out, `"ordering_key":"order-7","sequence":3,"order_broken":true`) ||
+		strings.Count(out, `"ordering_key"`) != 2 {
+		t.Fatalf("dlq list --json: exit %d\n%s%s", code, out, errs)
+	}
+}
