@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -34,10 +35,16 @@ func (s *Sender) errorText(parent, reqCtx context.Context, err error) string {
 		err = ue.Err
 	}
 	text := err.Error()
-	if strings.Contains(text, "remote error: tls: ") {
+	switch {
+	case strings.Contains(text, "remote error: tls: "):
 		// The consumer ended the handshake with an alert: most often it
 		// refused the client certificate (none, unknown CA, expired).
 		text = "the consumer refused the TLS handshake (check the endpoint's client certificate): " + text
+	case s.certAsked.Load() && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)):
+		// With TLS 1.3 a consumer checks the client certificate after the
+		// handshake: its refusal (an alert, then the connection closed)
+		// may reach the request's write as a closed connection instead.
+		text = "the consumer refused the TLS handshake (check the endpoint's client certificate): it closed the connection after asking for one: " + text
 	}
 	return s.scrub(text)
 }

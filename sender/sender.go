@@ -31,6 +31,7 @@ import (
 	"net/netip"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -160,6 +161,10 @@ type Sender struct {
 	prevKey   []byte
 	prevUntil time.Time
 	prevMACs  sync.Pool // of hash.Hash keyed with prevKey
+	// certAsked is set once a consumer asked this sender for a client
+	// certificate (TLS CertificateRequest): a connection it closes right
+	// after the handshake has most likely refused the certificate.
+	certAsked atomic.Bool
 }
 
 // New returns a Sender, or an error naming each invalid field, such as
@@ -185,6 +190,12 @@ func New(cfg Config) (*Sender, error) {
 	s.maxHeader = cmp.Or(cfg.MaxResponseHeaderBytes, MaxResponseHeaderBytesDefault)
 	transport := cfg.Transport
 	if transport == nil {
+		if get := cfg.GetClientCertificate; get != nil {
+			cfg.GetClientCertificate = func(r *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				s.certAsked.Store(true)
+				return get(r)
+			}
+		}
 		transport = newTransport(cfg, cmp.Or(cfg.MaxConns, MaxConnsDefault), s.maxHeader)
 		if _, err := netip.ParseAddr(u.Hostname()); err == nil && cfg.Proxy != nil && cfg.Control != nil {
 			s.literal, s.control = u.Host, cfg.Control
