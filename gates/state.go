@@ -32,23 +32,7 @@ func (g *Gates) State(ctx context.Context, consumerURL string) (BreakerState, er
 	defer cancel()
 	key := g.keys(consumerURL)[0]
 	raw, err := g.cfg.Client.Get(ctx, key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return BreakerState{State: "closed"}, nil
-	}
-	if isWrongType(err) {
-		g.invalidState(gateBreaker, key, "stored value is not a string")
-		return BreakerState{State: "closed", Invalid: true}, nil
-	}
-	if err != nil {
-		g.metrics.redisErrors.WithLabelValues("state").Inc()
-		return BreakerState{}, fmt.Errorf("gates: read breaker state: %w", err)
-	}
-	s, ok := parseState(raw, time.Now().Add(g.cfg.BreakerReset+stateSkew))
-	if !ok {
-		g.invalidState(gateBreaker, key, "stored value not JSON, or out of range")
-		return BreakerState{State: "closed", Invalid: true}, nil
-	}
-	return s, nil
+	return g.judge(key, raw, err, time.Now().Add(g.cfg.BreakerReset+stateSkew))
 }
 
 // States is State for many consumers in one round trip (a pipeline of
@@ -65,40 +49,47 @@ func (g *Gates) States(ctx context.Context, consumerURLs []string) (map[string]B
 	defer cancel()
 	keys := make([]string, len(consumerURLs))
 	cmds := make([]*redis.StringCmd, len(consumerURLs))
-	_, err := g.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// The pipeline's own error is one of its reads': each is judged below.
+	_, _ = g.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, u := range consumerURLs {
 			keys[i] = g.keys(u)[0]
 			cmds[i] = p.Get(ctx, keys[i])
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
-		g.metrics.redisErrors.WithLabelValues("state").Inc()
-		return nil, fmt.Errorf("gates: read breaker states: %w", err)
-	}
 	latest := time.Now().Add(g.cfg.BreakerReset + stateSkew)
 	for i, cmd := range cmds {
 		raw, err := cmd.Bytes()
-		switch {
-		case errors.Is(err, redis.Nil):
-			out[consumerURLs[i]] = BreakerState{State: "closed"}
-			continue
-		case isWrongType(err):
-			g.invalidState(gateBreaker, keys[i], "stored value is not a string")
-			out[consumerURLs[i]] = BreakerState{State: "closed", Invalid: true}
-			continue
-		case err != nil:
-			g.metrics.redisErrors.WithLabelValues("state").Inc()
-			return nil, fmt.Errorf("gates: read breaker states: %w", err)
+		st, err := g.judge(keys[i], raw, err, latest)
+		if err != nil {
+			return nil, err
 		}
-		s, ok := parseState(raw, latest)
-		if !ok {
-			g.invalidState(gateBreaker, keys[i], "stored value not JSON, or out of range")
-			s = BreakerState{State: "closed", Invalid: true}
-		}
-		out[consumerURLs[i]] = s
+		out[consumerURLs[i]] = st
 	}
 	return out, nil
+}
+
+// judge turns the read of a breaker key (its bytes and error) into its
+// state: none stored is closed; a value no worker writes is closed and
+// counted invalid (resetAt later than latest included); a Redis error is
+// counted and returned.
+func (g *Gates) judge(key string, raw []byte, err error, latest time.Time) (BreakerState, error) {
+	switch {
+	case errors.Is(err, redis.Nil):
+		return BreakerState{State: "closed"}, nil
+	case isWrongType(err):
+		g.invalidState(gateBreaker, key, "stored value is not a string")
+		return BreakerState{State: "closed", Invalid: true}, nil
+	case err != nil:
+		g.metrics.redisErrors.WithLabelValues("state").Inc()
+		return BreakerState{}, fmt.Errorf("gates: read breaker state: %w", err)
+	}
+	s, ok := parseState(raw, latest)
+	if !ok {
+		g.invalidState(gateBreaker, key, "stored value not JSON, or out of range")
+		return BreakerState{State: "closed", Invalid: true}, nil
+	}
+	return s, nil
 }
 
 // isWrongType reports Redis's refusal to GET a key of another type.
