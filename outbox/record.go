@@ -185,26 +185,20 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 	done, err := retryMoved(ctx, func() (map[int64]bool, error) {
 		done := make(map[int64]bool, len(outcomes))
 		var id int64
-		if len(keys) == 0 {
-			rows, err := s.pool.Query(ctx, RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids})
-			if err != nil {
-				return nil, fmt.Errorf("record outcomes: %w", err)
-			}
-			if _, err = pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil }); err != nil {
-				return nil, fmt.Errorf("record outcomes: %w", err)
-			}
-			return done, nil
-		}
-		// One round trip, one transaction: the lanes' locks, the record,
-		// the lanes moved on.
+		// One round trip, one transaction: with keyed rows, the lanes'
+		// locks before the record and the lanes moved on after it.
 		var b pgx.Batch
 		lanes := pgx.NamedArgs{"endpoints": endpoints, "keys": keys}
-		b.Queue(LockLanesSQL, lanes)
+		if len(keys) > 0 {
+			b.Queue(LockLanesSQL, lanes)
+		}
 		b.Queue(RecordSQL, pgx.NamedArgs{"outcomes": string(arg), "ids": ids}).Query(func(rows pgx.Rows) error {
 			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
 			return err
 		})
-		b.Queue(PromoteSQL, lanes)
+		if len(keys) > 0 {
+			b.Queue(PromoteSQL, lanes)
+		}
 		if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 			return nil, fmt.Errorf("record outcomes: %w", err)
 		}
