@@ -129,21 +129,17 @@ func (s scaler) orderHot(ctx context.Context) (*OrderHot, error) {
 		if err := s.insertKeyed(ctx, ids["one"], scaleDrainSeq, n, 1); err != nil {
 			return err
 		}
-		cons.reset(scaleDrainSeq, nil)
-		cons.count([]string{"one"})
-		start := time.Now()
-		p, err := s.sys.start(ctx, scaleEnv)
+		// One key's events wait for each other: up to 50 ms each.
+		var m samples
+		var scrapeErr error
+		var err error
+		out.Drain, _, err = s.drainWith(ctx, cons, []string{"one"}, n, scaleDrainSeq, nil, drainRun{perRow: 50 * time.Millisecond,
+			inspect: func(p *proc) { m, scrapeErr = scrape(ctx, p.metrics) }})
 		if err != nil {
 			return err
 		}
-		defer p.Stop()
-		if err := cons.await(ctx, n, time.Minute+time.Duration(n)*50*time.Millisecond); err != nil && !errors.Is(err, errMissing) {
-			return err
-		}
-		out.Drain = drainOf(cons.snapshot(), []string{"one"}, n, start)
-		m, err := scrape(ctx, p.metrics)
-		if err != nil {
-			out.ScrapeError = err.Error()
+		if scrapeErr != nil {
+			out.ScrapeError = scrapeErr.Error()
 		} else {
 			out.AttemptMS = m.mean("fluxora_webhook_attempt_duration_seconds", `endpoint="one"`) * 1000
 			out.ClaimMS = m.mean("fluxora_webhook_claim_duration_seconds", "") * 1000
@@ -156,28 +152,16 @@ func (s scaler) orderHot(ctx context.Context) (*OrderHot, error) {
 		if out.Drain.PerSecond > 0 {
 			out.MeanCycleMS = 1000 / out.Drain.PerSecond
 		}
-		if err := p.Stop(); err != nil {
-			return err
-		}
 		if err := s.sys.reset(ctx); err != nil {
 			return fmt.Errorf("reset: %w", err)
 		}
 		if err := s.insertKeyed(ctx, ids["one"], scaleDrainSeq, n, 0); err != nil {
 			return err
 		}
-		cons.reset(scaleDrainSeq, nil)
-		cons.count([]string{"one"})
-		start = time.Now()
-		one, err := s.sys.start(ctx, append(append([]string(nil), scaleEnv...), "WEBHOOK_CONCURRENCY=1"))
-		if err != nil {
-			return err
-		}
-		defer one.Stop()
-		if err := cons.await(ctx, n, time.Minute+time.Duration(n)*50*time.Millisecond); err != nil && !errors.Is(err, errMissing) {
-			return err
-		}
-		out.SingleSlotPerSec = drainOf(cons.snapshot(), []string{"one"}, n, start).PerSecond
-		return one.Stop()
+		one, _, err := s.drainWith(ctx, cons, []string{"one"}, n, scaleDrainSeq, nil,
+			drainRun{env: []string{"WEBHOOK_CONCURRENCY=1"}, perRow: 50 * time.Millisecond})
+		out.SingleSlotPerSec = one.PerSecond
+		return err
 	})
 	return out, err
 }

@@ -272,20 +272,38 @@ func (s scaler) drainEndpoint(ctx context.Context, cons *endpointConsumer, name,
 // every endpoint of counted received n events with seq >= floor: process
 // start to the last of those receipts. It returns the run's record too.
 func (s scaler) drain(ctx context.Context, cons *endpointConsumer, counted []string, n int, floor int64, hang map[string]bool) (ScaleDrain, endpointSnapshot, error) {
+	return s.drainWith(ctx, cons, counted, n, floor, hang, drainRun{perRow: 10 * time.Millisecond})
+}
+
+// drainRun is what a drain may add to the plain one.
+type drainRun struct {
+	env []string // beside scaleEnv
+	// perRow is how long each delivery may take, beyond a minute, before
+	// the drain gives up waiting (the rest counted missing).
+	perRow time.Duration
+	// inspect, when set, sees the worker after the drain, before it stops.
+	inspect func(*proc)
+}
+
+// drainWith is drain with run's additions.
+func (s scaler) drainWith(ctx context.Context, cons *endpointConsumer, counted []string, n int, floor int64, hang map[string]bool,
+	run drainRun) (ScaleDrain, endpointSnapshot, error) {
 	cons.reset(floor, hang)
 	cons.count(counted)
 	start := time.Now()
-	p, err := s.sys.start(ctx, scaleEnv)
+	p, err := s.sys.start(ctx, append(append([]string(nil), scaleEnv...), run.env...))
 	if err != nil {
 		return ScaleDrain{}, endpointSnapshot{}, err
 	}
 	defer p.Stop()
-	// As in the drain mode: a minute plus 10 ms a delivery.
-	if err := cons.await(ctx, n, time.Minute+time.Duration(n*len(counted))*10*time.Millisecond); err != nil && !errors.Is(err, errMissing) {
+	if err := cons.await(ctx, n, time.Minute+time.Duration(n*len(counted))*run.perRow); err != nil && !errors.Is(err, errMissing) {
 		return ScaleDrain{}, endpointSnapshot{}, err
 	}
 	snap := cons.snapshot()
 	s.sc.Duplicates += snap.dups
+	if run.inspect != nil {
+		run.inspect(p)
+	}
 	return drainOf(snap, counted, n, start), snap, p.Stop()
 }
 

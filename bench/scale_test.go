@@ -34,8 +34,8 @@ func TestScaleModesFlags(t *testing.T) {
 func TestRunsScaleModes(t *testing.T) {
 	for _, name := range allSystems {
 		sys := newSystem(name, options{tunedBatch: 100, tunedConcurrency: 200}, "worker", "self", common{name: name})
-		want := name == sysWorkerDefaults || name == sysWorkerTuned
-		for _, mode := range scaleModes {
+		want := name == sysWorkerDefaults || name == sysWorkerTuned || name == sysWorkerBefore
+		for _, mode := range append(append([]string(nil), scaleModes...), orderModes...) {
 			if got := runsMode(sys, mode); got != want {
 				t.Errorf("runsMode(%s, %s) = %v, want %v", name, mode, got, want)
 			}
@@ -159,5 +159,43 @@ func TestScaleSmoke(t *testing.T) {
 	writeTable(&out, rep)
 	if !strings.Contains(out.String(), "SCALE") || !strings.Contains(out.String(), "scale-history expired drain") {
 		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+// TestOrderSmoke runs the ordering modes once with tiny sizes: every row
+// delivered (keyed and not), the hot key's figures read from the worker's
+// metrics, the blocked run's latency complete, the table's rows printed.
+func TestOrderSmoke(t *testing.T) {
+	_, rep := smoke(t, "-systems", sysWorkerDefaults, "-modes", orderAlias, "-events", "20", "-backlog", "500",
+		"-order-keys", "50", "-order-hot", "30")
+	s := rep.Systems[0]
+	for mode, e := range s.Errors {
+		t.Errorf("mode %s: %s", mode, e)
+	}
+	sc := s.Scale
+	if sc == nil || sc.OrderKeys == nil || sc.OrderHot == nil || sc.OrderBlocked == nil {
+		t.Fatalf("ordering results missing: %+v", sc)
+	}
+	if rep.BadSignatures != 0 || duplicates(rep) != 0 {
+		t.Errorf("bad signatures %d, duplicates %d", rep.BadSignatures, duplicates(rep))
+	}
+	k, h, b := sc.OrderKeys, sc.OrderHot, sc.OrderBlocked
+	for name, d := range map[string]ScaleDrain{"unordered": k.Unordered, "keyed": k.Ordered} {
+		if d.Deliveries != 50*orderPerKey || d.Missing != 0 {
+			t.Errorf("%s drain: %+v", name, d)
+		}
+	}
+	if h.Drain.Deliveries != 30 || h.ScrapeError != "" || h.ClaimMS <= 0 || h.RecordMS <= 0 || h.IdealPerSecond <= 0 || h.SingleSlotPerSec <= 0 {
+		t.Errorf("hot key: %+v", h)
+	}
+	if b.Latency.Events != 20 || b.Latency.Missing != 0 {
+		t.Errorf("blocked latency: %+v", b.Latency)
+	}
+	var out bytes.Buffer
+	writeTable(&out, rep)
+	for _, want := range []string{"order: keys", "order: hot key", "order: blocked", "order-keys drain >= 0.8 x unordered"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
 	}
 }
