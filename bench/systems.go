@@ -29,10 +29,11 @@ const (
 	sysWorkerBefore = "worker-before"
 )
 
-var allSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysRiver200, sysPollOnly, sysWorkerBefore}
+var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore)
 
-// defaultSystems run when -systems is not given: all but worker-before.
-var defaultSystems = allSystems[:len(allSystems)-1]
+// defaultSystems run when -systems is not given: all but worker-before,
+// which needs -worker-before.
+var defaultSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysRiver200, sysPollOnly}
 
 // workerDefaultConcurrency is the worker's default WEBHOOK_CONCURRENCY, for
 // the SYSTEMS table and as the slots of worker-defaults should its start-up
