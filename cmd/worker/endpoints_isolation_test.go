@@ -1,7 +1,9 @@
 package main
 
 import (
+	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,5 +59,45 @@ func TestHangingEndpointHoldsOnlyItsCap(t *testing.T) {
 	defer hung.mu.Unlock()
 	if hung.peak > cap {
 		t.Fatalf("hung endpoint peaked at %d requests at once, cap %d", hung.peak, cap)
+	}
+}
+
+// An endpoint of webhook_endpoints alone grows past its starting limit to
+// every slot, with as many requests at once, not just as many as its
+// starting limit had connections: before, its sender allowed
+// WEBHOOK_ENDPOINT_CONCURRENCY connections, and the slots above them waited
+// inside the HTTP transport, their attempt's time running (a 100 ms
+// consumer answered in 285 ms at 75 slots).
+func TestEndpointAloneUsesEverySlotWithItsOwnConnections(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	const slots, start, quick = 8, 2, 30
+	hold := make(chan struct{})
+	var seen atomic.Int64
+	solo := newConsumer(t, func(delivery) int {
+		if seen.Add(1) > quick { // the first answers grow its limit to every slot
+			<-hold
+		}
+		return http.StatusOK
+	})
+	t.Cleanup(func() { close(hold) })
+	addEndpoint(t, db, "solo", solo)
+	startProcess(t, baseEnv(db, nil, map[string]string{
+		"WEBHOOK_CONCURRENCY":          strconv.Itoa(slots),
+		"WEBHOOK_ENDPOINT_CONCURRENCY": strconv.Itoa(start),
+		"WEBHOOK_TIMEOUT_MS":           "60000", // no attempt ends while the test holds it
+	}))
+	for i := range quick + 2*slots {
+		enqueue(t, db, "e", `{"i":`+strconv.Itoa(i)+`}`, "")
+	}
+	waitfor.True(t, 30*time.Second, "every slot's request held by the consumer at once", func() bool {
+		solo.mu.Lock()
+		defer solo.mu.Unlock()
+		return solo.active == slots
+	})
+	solo.mu.Lock()
+	defer solo.mu.Unlock()
+	if solo.peak != slots {
+		t.Fatalf("requests at once: peak %d, want every slot (%d)", solo.peak, slots)
 	}
 }

@@ -167,7 +167,10 @@ func (w *worker) senders() (*httpSenders, error) {
 		}
 		logPreviousSecret(w.log, cfg, time.Now())
 	}
-	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: min(cfg.EndpointConcurrency, cfg.Concurrency),
+	// An endpoint's limit grows to every slot (dispatcher/limits.go): its
+	// connections must too, or the requests above them wait in the
+	// transport, their attempt's time running.
+	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: cfg.Concurrency,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
 		Proxy: cfg.Trust.EgressProxy, RootCAs: cfg.Trust.RootCAs})
 	snd.keys, snd.certs = cfg.Trust.Keys, w.certs
