@@ -144,6 +144,7 @@ type Dispatcher struct {
 	parked    map[string]time.Time // endpoints not claimed for until then (a gate deferred them)
 	active    map[string]time.Time // when each endpoint's rows were last claimed
 	starved   bool                 // the last drain stopped with rows perhaps left (no slot, cooldown)
+	capped    bool                 // the last claim skipped an endpoint at its cap that holds slots (cappedBy)
 	backlog   bool                 // the last claim left rows: the next takes every free slot (claimSize)
 	lastClaim time.Time
 
@@ -264,7 +265,13 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 			d.drain(ctx, work, false)
 		case s := <-d.freed:
 			d.free(s)
-			if d.starved {
+			switch wait := d.lastClaim.Add(d.cfg.ClaimCooldown).Sub(d.cfg.Now()); {
+			case d.starved:
+				d.drain(ctx, work, false)
+			case d.capped && wait > 0:
+				// Slots freed one by one are claimed for together.
+				d.cool.Reset(wait)
+			case d.capped:
 				d.drain(ctx, work, false)
 			}
 		}
