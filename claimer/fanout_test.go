@@ -127,6 +127,50 @@ func TestFanOut(t *testing.T) {
 		}
 	})
 
+	t.Run("with only the WEBHOOK_URL endpoint, events are taken only as its room allows, after its pending deliveries", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t)
+		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100, EnvEndpoint: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 30 {
+			db.Insert(t, "x", `{}`)
+		}
+		unfanned := func() int {
+			return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND fanout IS NULL")
+		}
+		// The event row is the endpoint's delivery: one it cannot lease
+		// now is left an event, not updated twice (fanned out, then
+		// leased by a later claim).
+		if b := claimQ(t, c, claimer.Query{EnvRoom: 10}); len(b.Rows) != 10 || b.FannedOut != 10 || !b.More {
+			t.Fatalf("claim with room for 10: %d rows, taken %d, fanned out %d, more %v", len(b.Rows), b.Taken, b.FannedOut, b.More)
+		}
+		if n := unfanned(); n != 20 {
+			t.Fatalf("events left as they were: %d, want 20", n)
+		}
+		// At its cap, the claim touches no event and says nothing is left
+		// that it could take (a slot given back claims again).
+		if b := claimQ(t, c, claimer.Query{SkipEnv: true}); b.Taken != 0 || b.FannedOut != 0 || b.More {
+			t.Fatalf("claim at its cap: %d rows, taken %d, fanned out %d, more %v", len(b.Rows), b.Taken, b.FannedOut, b.More)
+		}
+		if n := unfanned(); n != 20 {
+			t.Fatalf("events after the claim at its cap: %d, want 20", n)
+		}
+		// Its pending deliveries (the ten above, their leases given back)
+		// come first; the claim then fans out only what is left of its
+		// limit.
+		if _, err := db.Pool.Exec(context.Background(), "UPDATE webhook_outbox SET locked_until = NULL, lease_token = NULL WHERE fanout IS NOT NULL AND NOT processed"); err != nil {
+			t.Fatal(err)
+		}
+		if b := claimQ(t, c, claimer.Query{Limit: 15}); len(b.Rows) != 15 || b.Taken != 15 || b.FannedOut != 5 {
+			t.Fatalf("claim of 15 beside 10 pending deliveries: %d rows, taken %d, fanned out %d, more %v", len(b.Rows), b.Taken, b.FannedOut, b.More)
+		}
+		if n := unfanned(); n != 15 {
+			t.Fatalf("events left after the claim of 15: %d, want 15", n)
+		}
+	})
+
 	t.Run("an event's deliveries are all leased when their rooms allow; no more events than the limit can lease", func(t *testing.T) {
 		t.Parallel()
 		c, db := fanSetup(t, 10)

@@ -60,8 +60,14 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // made a hundred rows in a claim of ten, ninety of them pending for later
 // claims (two statements a delivery instead of one). It locks no more
 // events than can fit (fan_cap: every event makes a delivery at least for
-// each endpoint not skipped subscribed to every type, and for @env; 40
-// locked to fan out 4 cost a sixth of the claim), and when it locked as
+// each endpoint not skipped subscribed to every type, and for @env, out of
+// what @limit leaves after the queue rows chosen, and no more than the
+// room @env_room leaves; 40 locked to fan out 4 cost a sixth of the
+// claim). With @env skipped and no enabled endpoint in the table, it locks
+// none: the event row is that endpoint's only delivery, and fanning it out
+// unleased would only update it twice (a drain of 50,000 fanned out every
+// event ahead of its lease while the endpoint's limit started below the
+// slots: 30 MiB of WAL in the claims instead of 20). When it locked as
 // many as can fit, more looks (without a lock, one probe of
 // webhook_outbox_events_idx past them) for another due event, so
 // that a lone event leased whole does not cost an empty claim; the events
@@ -135,8 +141,11 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
 ), chosen AS (
   SELECT * FROM picked ORDER BY rn, created_at, id LIMIT @limit
 ), fan_cap AS (
-  SELECT greatest(1, @limit::int / greatest(1, count(*) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(@skip::uuid[]))
-    + (@env::boolean AND @env_room::int > 0)::int))::int AS n
+  SELECT CASE WHEN @env::boolean AND @env_room::int <= 0 AND count(*) = 0 THEN 0 ELSE greatest(1, least(
+    (@limit::int - (SELECT count(*) FROM chosen)::int) / greatest(1, count(*) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(@skip::uuid[]))
+      + (@env::boolean AND @env_room::int > 0)::int),
+    CASE WHEN @env::boolean AND @env_room::int > 0
+      THEN @env_room::int - (SELECT count(*) FROM chosen c WHERE c.endpoint_id IS NULL)::int END)) END::int AS n
   FROM webhook_endpoints e WHERE e.enabled
 ), locked AS (
   SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed
@@ -214,7 +223,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
       OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
       OR EXISTS (SELECT 1 FROM picked p, share s WHERE p.rn = s.n AND s.n < p.room)
       OR (SELECT count(*) FROM locked) > (SELECT count(*) FROM events)
-      OR (SELECT count(*) FROM locked) = (SELECT n FROM fan_cap) AND coalesce((
+      OR (SELECT n FROM fan_cap) > 0 AND (SELECT count(*) FROM locked) = (SELECT n FROM fan_cap) AND coalesce((
         SELECT true FROM webhook_outbox o
         WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND ` + dueHead + `
           AND o.id <> ALL(ARRAY(SELECT id FROM locked))
