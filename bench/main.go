@@ -77,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	modes := fs.String("modes", strings.Join(allModes, ","), "comma-separated modes to run; the scale modes only when named (\"scale\": all of them)")
-	systems := fs.String("systems", strings.Join(defaultSystems, ","), "comma-separated systems to run (worker-before: with -worker-before)")
+	systems := fs.String("systems", strings.Join(defaultSystems, ","), "comma-separated systems to run (worker-before, worker-before-tuned: with -worker-before)")
 	fs.IntVar(&o.events, "events", 300, "latency mode: events, one every 10ms")
 	fs.IntVar(&o.pollEvents, "poll-events", 30, "latency mode: events for the poll-only system, spread over 1.1 poll intervals")
 	fs.IntVar(&o.retryEvents, "retry-events", 200, "retry mode: events, one every 10ms, each failing its first attempt")
@@ -101,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.scaleExpired, "scale-history-expired", 1_000_000, "scale-history: processed rows past retention (8-10 days old)")
 	fs.IntVar(&o.orderKeys, "order-keys", 10_000, "order-keys, order-blocked: keys (10 events each in order-keys; blocked in order-blocked)")
 	fs.IntVar(&o.orderHot, "order-hot", 1000, "order-hot: events of the one key")
-	fs.StringVar(&o.workerBefore, "worker-before", "", "worker-before system: a worker binary of an earlier release (built from an earlier commit)")
+	fs.StringVar(&o.workerBefore, "worker-before", "", "worker-before and worker-before-tuned systems: a worker binary of an earlier release (built from an earlier commit)")
 	fs.BoolVar(&o.pgbouncer, "pgbouncer", false, "worker DATABASE_URL and producers through a private PgBouncer in transaction mode (modes latency, drain; worker systems); default -modes latency,drain -systems worker-defaults,worker-tuned")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -129,8 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs, -fanout-events " +
 			"and the -scale-* sizes must be at least 1")
 	}
-	if slices.Contains(o.systems, sysWorkerBefore) && o.workerBefore == "" {
-		return o, errors.New("-systems worker-before needs -worker-before, a worker binary of an earlier release")
+	if (slices.Contains(o.systems, sysWorkerBefore) || slices.Contains(o.systems, sysWorkerBeforeTuned)) && o.workerBefore == "" {
+		return o, errors.New("-systems worker-before and worker-before-tuned need -worker-before, a worker binary of an earlier release")
 	}
 	if o.duration <= 0 || o.costDuration <= 0 || o.noisyDuration <= 0 {
 		return o, errors.New("-duration, -cost-duration and -noisy-duration must be positive")
@@ -274,6 +274,8 @@ func newSystem(name string, opt options, bin, self string, c common) system {
 		return &workerSystem{common: c, bin: bin, pollOnly: true}
 	case sysWorkerBefore:
 		return &workerSystem{common: c, bin: opt.workerBefore}
+	case sysWorkerBeforeTuned:
+		return &workerSystem{common: c, bin: opt.workerBefore, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency)}
 	default:
 		return &workerSystem{common: c, bin: bin}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,8 +67,13 @@ type NoisyRun struct {
 	BadHung      int `json:"bad_hung"`
 	BadPeak      int `json:"bad_peak_open"`
 	// EndpointCap is WEBHOOK_ENDPOINT_CONCURRENCY as the worker's start-up
-	// line says it (0: not seen).
+	// line says it (0: not seen): where an endpoint's adaptive limit
+	// starts, and what it leaves the others at least. Slots is
+	// WEBHOOK_CONCURRENCY as the line says it. An endpoint whose limit
+	// grew while it answered (the warm-up) holds, when it starts hanging,
+	// at most Slots − EndpointCap, until its timeouts cut its limit.
 	EndpointCap   int   `json:"endpoint_concurrency"`
+	Slots         int   `json:"slots"`
 	BadSignatures int64 `json:"bad_signatures"`
 	Misrouted     int64 `json:"misrouted"` // x-fluxora-endpoint not the receiving endpoint's name
 }
@@ -130,10 +136,16 @@ func (r *runner) noisyRun(ctx context.Context, cons *endpointConsumer, env, good
 		return err
 	}
 	defer p.Stop()
-	out.EndpointCap = endpointCap(p.Tail())
+	out.EndpointCap, out.Slots = endpointCap(p.Tail()), startedSlots(p.Tail())
 	bad0, mis0 := cons.badSignatures.Load(), cons.misrouted.Load()
 	cons.reset(0, map[string]bool{noisyBad: hang})
-	cons.count(good)
+	if hang {
+		cons.count(good)
+	} else {
+		// Answering, bad is awaited too: its last receipt may come after
+		// the good ones'.
+		cons.count(append(slices.Clone(good), noisyBad))
+	}
 	n := max(1, int(r.opt.noisyDuration.Seconds()*noisyRate))
 	commits, err := r.pace(ctx, n, interval, 0)
 	if err != nil {
@@ -358,6 +370,17 @@ func (r *runner) clearEndpoints(ctx context.Context) error {
 
 // endpointCap reads endpoint_concurrency from the worker's "worker:
 // started" line among lines; 0 when it is not there.
+// startedSlots is the concurrency of the "worker: started" line among
+// lines (0: none).
+func startedSlots(lines string) int {
+	for line := range strings.SplitSeq(lines, "\n") {
+		if n, err := strconv.Atoi(startedConcurrency(line)); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
 func endpointCap(lines string) int {
 	for line := range strings.SplitSeq(lines, "\n") {
 		var l struct {

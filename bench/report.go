@@ -250,16 +250,16 @@ func writeEndpointModes(tw *tabwriter.Writer, rep *report) {
 		section(tw, fmt.Sprintf("NOISY  %d endpoints, %d events/s in total, each to all; \"%s\" answers at once (baseline) or hangs until the %s timeout (hang); "+
 			"latency of the %d good endpoints' deliveries, ms (worker only: River has no endpoints)", noisyGood+1, noisyRate, noisyBad, noisyTimeout, noisyGood),
 			"system\trun\tevents\tgood deliveries\tafter commit p50\tp90\tp99\tmax\tworst endpoint p99\tinsert->receipt p50/p99\tmissing\t"+
-				"bad: delivered / hung / most open (cap)\tbad sigs / misrouted")
+				"bad: delivered / hung / most open (its limit's start, slots - start)\tbad sigs / misrouted")
 		for _, s := range rep.Systems {
 			if n := s.Noisy; n != nil {
 				for _, r := range []struct {
 					name string
 					run  NoisyRun
 				}{{"baseline", n.Baseline}, {"hang", n.Hang}} {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s (%s)\t%s / %s\t%d\t%d / %d / %d (%d)\t%d / %d\n", s.Name, r.name, r.run.Events,
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s (%s)\t%s / %s\t%d\t%d / %d / %d (%d, %d)\t%d / %d\n", s.Name, r.name, r.run.Events,
 						r.run.Deliveries, pcts(r.run.After), ms(r.run.WorstP99), r.run.Worst, ms(r.run.Latency.P50), ms(r.run.Latency.P99),
-						r.run.Missing, r.run.BadDelivered, r.run.BadHung, r.run.BadPeak, r.run.EndpointCap, r.run.BadSignatures, r.run.Misrouted)
+						r.run.Missing, r.run.BadDelivered, r.run.BadHung, r.run.BadPeak, r.run.EndpointCap, r.run.Slots-r.run.EndpointCap, r.run.BadSignatures, r.run.Misrouted)
 				}
 			}
 		}

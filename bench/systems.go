@@ -27,12 +27,14 @@ const (
 	// sysWorkerBefore is -worker-before's binary with default settings:
 	// an earlier release beside this one in the same run.
 	sysWorkerBefore = "worker-before"
+	// sysWorkerBeforeTuned is the same binary with worker-tuned's settings.
+	sysWorkerBeforeTuned = "worker-before-tuned"
 )
 
-var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore)
+var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore, sysWorkerBeforeTuned)
 
-// defaultSystems run when -systems is not given: all but worker-before,
-// which needs -worker-before.
+// defaultSystems run when -systems is not given: all but worker-before and
+// worker-before-tuned, which need -worker-before.
 var defaultSystems = []string{sysWorkerDefaults, sysWorkerTuned, sysRiverDefaults, sysRiverTuned, sysRiver200, sysPollOnly}
 
 // workerDefaultConcurrency is the worker's default WEBHOOK_CONCURRENCY, for
