@@ -12,7 +12,10 @@ import (
 // The scale modes (issue 22, worker only: River has no endpoints). Each
 // measures one situation beside the scale baseline, one endpoint on an
 // empty table, run once per worker system and invocation before the first
-// scale mode, so that every ratio compares two runs of the same invocation.
+// scale mode and again after each situation that has a ratio target:
+// every such situation is compared with the mean of the baseline runs
+// just before and just after it (A, B, A), so that the machine's drift
+// over the minutes between two runs weighs on both sides alike.
 const (
 	modeScaleBacklog = "scale-backlog"
 	modeScaleIdle    = "scale-idle"
@@ -50,7 +53,12 @@ var scaleEnv = append(append([]string(nil), endpointEnv...),
 // ScaleResult is one worker system's scale figures: the baseline and the
 // situations that ran.
 type ScaleResult struct {
-	Baseline *ScaleBaseline `json:"baseline,omitempty"`
+	// Baseline is the first baseline run; Baselines every one, in order.
+	Baseline  *ScaleBaseline  `json:"baseline,omitempty"`
+	Baselines []ScaleBaseline `json:"baselines,omitempty"`
+	// Around is, by situation (its mode), the mean of the baseline runs
+	// just before and just after it: what its ratios are against.
+	Around map[string]*ScaleBaseline `json:"around,omitempty"`
 	Backlog  *ScaleBacklog  `json:"backlog,omitempty"`
 	Idle     *ScaleDrain    `json:"idle,omitempty"` // one endpoint's drain beside an idle one
 	Fanout   *ScaleFanout   `json:"fanout,omitempty"`
@@ -110,8 +118,57 @@ func (r *runner) scale(ctx context.Context, mode string, res *SystemResult) erro
 		if err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
-		s.sc.Baseline = b
+		s.sc.Baseline, s.sc.Baselines = b, []ScaleBaseline{*b}
 	}
+	if err := s.situation(ctx, mode); err != nil {
+		return err
+	}
+	if !bracketed[mode] {
+		return nil
+	}
+	before := s.sc.Baselines[len(s.sc.Baselines)-1]
+	after, err := s.baseline(ctx)
+	if err != nil {
+		return fmt.Errorf("baseline after %s: %w", mode, err)
+	}
+	s.sc.Baselines = append(s.sc.Baselines, *after)
+	if s.sc.Around == nil {
+		s.sc.Around = map[string]*ScaleBaseline{}
+	}
+	s.sc.Around[mode] = meanBaseline(before, *after)
+	return nil
+}
+
+// bracketed are the situations compared with the baseline runs around
+// them (the others have absolute targets, or compare runs of their own).
+var bracketed = map[string]bool{modeScaleBacklog: true, modeScaleIdle: true, modeScaleFanout: true, modeScaleHistory: true}
+
+// base is what situation mode's ratios are against: the mean of the
+// baseline runs around it, else the first baseline.
+func (sc *ScaleResult) base(mode string) *ScaleBaseline {
+	if b := sc.Around[mode]; b != nil {
+		return b
+	}
+	return sc.Baseline
+}
+
+// meanBaseline averages two baseline runs: their latency percentiles and
+// drain rates; missing counts add up.
+func meanBaseline(a, b ScaleBaseline) *ScaleBaseline {
+	mean := func(x, y time.Duration) time.Duration { return (x + y) / 2 }
+	pct := func(x, y Percentiles) Percentiles {
+		return Percentiles{N: x.N + y.N, P50: mean(x.P50, y.P50), P90: mean(x.P90, y.P90), P99: mean(x.P99, y.P99), Max: max(x.Max, y.Max)}
+	}
+	return &ScaleBaseline{
+		Latency: ScaleLatency{Events: a.Latency.Events + b.Latency.Events, Latency: pct(a.Latency.Latency, b.Latency.Latency),
+			After: pct(a.Latency.After, b.Latency.After), Missing: a.Latency.Missing + b.Latency.Missing},
+		Drain: ScaleDrain{Deliveries: a.Drain.Deliveries + b.Drain.Deliveries, Elapsed: mean(a.Drain.Elapsed, b.Drain.Elapsed),
+			PerSecond: (a.Drain.PerSecond + b.Drain.PerSecond) / 2, Missing: a.Drain.Missing + b.Drain.Missing},
+	}
+}
+
+// situation runs scale mode mode.
+func (s scaler) situation(ctx context.Context, mode string) error {
 	var err error
 	switch mode {
 	case modeScaleBacklog:

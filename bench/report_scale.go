@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -13,6 +15,7 @@ type scaleRow struct {
 	lat             *ScaleLatency
 	drain           *ScaleDrain
 	notes           string
+	base            *ScaleBaseline // what the ratios are against (nil: the first baseline)
 }
 
 // writeScale prints the SCALE section: per worker system the baseline and
@@ -32,8 +35,14 @@ func writeScale(tw *tabwriter.Writer, rep *report) {
 			continue
 		}
 		for _, row := range scaleRows(sc) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, row.situation, row.with, latencyCells(row.lat, sc.Baseline),
-				drainCells(row.drain, sc.Baseline), row.missing(), row.notes)
+			base := cmp.Or(row.base, sc.Baseline)
+			notes := row.notes
+			if row.base != nil {
+				notes = strings.TrimPrefix(notes+fmt.Sprintf("; base (mean of the baseline runs before and after): p99 %s ms, %.0f/s",
+					ms(base.Latency.Latency.P99), base.Drain.PerSecond), "; ")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, row.situation, row.with, latencyCells(row.lat, base),
+				drainCells(row.drain, base), row.missing(), notes)
 		}
 	}
 }
@@ -42,29 +51,31 @@ func writeScale(tw *tabwriter.Writer, rep *report) {
 func scaleRows(sc *ScaleResult) []scaleRow {
 	var rows []scaleRow
 	if b := sc.Baseline; b != nil {
-		rows = append(rows, scaleRow{"baseline", "1 endpoint, empty table", &b.Latency, &b.Drain, ""})
+		rows = append(rows, scaleRow{"baseline", "1 endpoint, empty table", &b.Latency, &b.Drain, "", nil})
 	}
 	if b := sc.Backlog; b != nil {
 		rows = append(rows, scaleRow{"backlog", fmt.Sprintf("+ %q: %d pending, never answers", scaleStuck, b.Stuck), &b.Latency, &b.Drain,
-			fmt.Sprintf("stuck: %d requests hung, most open %d, %d still pending; setup %s", b.StuckHung, b.StuckPeak, b.StuckLeft, secs(b.Setup))})
+			fmt.Sprintf("stuck: %d requests hung, most open %d, %d still pending; setup %s", b.StuckHung, b.StuckPeak, b.StuckLeft, secs(b.Setup)),
+			sc.Around[modeScaleBacklog]})
 	}
 	if d := sc.Idle; d != nil {
-		rows = append(rows, scaleRow{"idle", "+ 1 idle endpoint", nil, d, ""})
+		rows = append(rows, scaleRow{"idle", "+ 1 idle endpoint", nil, d, "", sc.Around[modeScaleIdle]})
 	}
 	if f := sc.Fanout; f != nil {
-		rows = append(rows, scaleRow{"fanout", fmt.Sprintf("%d events x %d endpoints", f.Events, f.Endpoints), nil, &f.Drain, "drain vs the baseline's"})
+		rows = append(rows, scaleRow{"fanout", fmt.Sprintf("%d events x %d endpoints", f.Events, f.Endpoints), nil, &f.Drain, "drain vs the baseline's",
+			sc.Around[modeScaleFanout]})
 	}
 	if m := sc.Many; m != nil {
 		rows = append(rows, scaleRow{"many", fmt.Sprintf("%d endpoints x 1 event, one transaction", m.Endpoints), nil, nil,
-			fmt.Sprintf("COMMIT -> last receipt %s ms, %d missing (cold, first round: %s ms, %d missing)", ms(m.Warm), m.Missing, ms(m.Cold), m.ColdMissing)})
+			fmt.Sprintf("COMMIT -> last receipt %s ms, %d missing (cold, first round: %s ms, %d missing)", ms(m.Warm), m.Missing, ms(m.Cold), m.ColdMissing), nil})
 	}
 	if h := sc.History; h != nil {
 		rows = append(rows,
 			scaleRow{"history kept", fmt.Sprintf("%d processed rows, 1 min-6 d old", h.Kept), &h.KeptLatency, &h.KeptDrain,
-				fmt.Sprintf("%s; setup %s", sizes(h.KeptSize), secs(h.KeptSetup))},
+				fmt.Sprintf("%s; setup %s", sizes(h.KeptSize), secs(h.KeptSetup)), sc.Around[modeScaleHistory]},
 			scaleRow{"history expired", fmt.Sprintf("%d processed rows, 8-10 d old", h.Expired), &h.ExpiredLatency, &h.ExpiredDrain,
 				fmt.Sprintf("%s; %d left after the runs, %s; after: %s; setup %s", sizes(h.ExpiredSize), h.ExpiredLeft, gone(h),
-					sizes(h.AfterSize), secs(h.ExpiredSetup))})
+					sizes(h.AfterSize), secs(h.ExpiredSetup)), sc.Around[modeScaleHistory]})
 	}
 	return append(rows, orderRows(sc)...)
 }
@@ -74,9 +85,9 @@ func orderRows(sc *ScaleResult) []scaleRow {
 	var rows []scaleRow
 	if k := sc.OrderKeys; k != nil {
 		rows = append(rows,
-			scaleRow{"order: unordered", fmt.Sprintf("%d rows, no key", k.Keys*orderPerKey), nil, &k.Unordered, ""},
+			scaleRow{"order: unordered", fmt.Sprintf("%d rows, no key", k.Keys*orderPerKey), nil, &k.Unordered, "", nil},
 			scaleRow{"order: keys", fmt.Sprintf("%d keys x %d events", k.Keys, orderPerKey), nil, &k.Ordered,
-				"keyed / unordered drain " + ratio(k.Ordered.PerSecond, k.Unordered.PerSecond)})
+				"keyed / unordered drain " + ratio(k.Ordered.PerSecond, k.Unordered.PerSecond), nil})
 	}
 	if h := sc.OrderHot; h != nil {
 		note := fmt.Sprintf("one key: %.2f ms a cycle; attempt %.2f + claim %.2f + record %.2f ms => ideal %.0f/s, ratio %.2f; "+
@@ -84,11 +95,11 @@ func orderRows(sc *ScaleResult) []scaleRow {
 		if h.ScrapeError != "" {
 			note = "metrics not read: " + h.ScrapeError
 		}
-		rows = append(rows, scaleRow{"order: hot key", fmt.Sprintf("%d events of one key", h.Drain.Deliveries), nil, &h.Drain, note})
+		rows = append(rows, scaleRow{"order: hot key", fmt.Sprintf("%d events of one key", h.Drain.Deliveries), nil, &h.Drain, note, nil})
 	}
 	if b := sc.OrderBlocked; b != nil {
 		rows = append(rows, scaleRow{"order: blocked", fmt.Sprintf("%d keys blocked, %d rows waiting each", b.Keys, blockedWaiting),
-			&b.Latency, nil, "unordered events to the same endpoint"})
+			&b.Latency, nil, "unordered events to the same endpoint", nil})
 	}
 	return rows
 }

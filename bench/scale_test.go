@@ -103,6 +103,45 @@ func TestScaleTargets(t *testing.T) {
 	}
 }
 
+// A situation's ratios are against the mean of the baseline runs around
+// it, when there are: here the first baseline (2 ms, 1,000/s) would fail
+// the backlog's p99 and drain, the mean of the runs around it (3 ms,
+// 800/s) passes them, and the table prints that base.
+func TestScaleTargetsAgainstTheRunsAround(t *testing.T) {
+	sc := scaleFixture()
+	before := *sc.Baseline
+	after := ScaleBaseline{Latency: ScaleLatency{Events: 300, Latency: Percentiles{N: 300, P50: time.Millisecond, P99: 4 * time.Millisecond}},
+		Drain: ScaleDrain{Deliveries: 20000, PerSecond: 600}}
+	around := meanBaseline(before, after)
+	if around.Latency.Latency.P99 != 3*time.Millisecond || around.Drain.PerSecond != 800 || around.Latency.Latency.N != 600 {
+		t.Fatalf("mean of the runs around: %+v", around)
+	}
+	sc.Around = map[string]*ScaleBaseline{modeScaleBacklog: around}
+	sc.Backlog.Latency.Latency.P99 = 4500 * time.Microsecond // 1.5 x 3 ms
+	sc.Backlog.Drain.PerSecond = 640                         // 0.8 x 800/s
+	for _, tg := range scaleTargets([]SystemResult{{Name: sysWorkerDefaults, Scale: sc}}) {
+		if !tg.Pass {
+			t.Errorf("%s: %s, want a pass against the runs around", tg.Name, tg.Value)
+		}
+	}
+	sc.Around = nil
+	failed := 0
+	for _, tg := range scaleTargets([]SystemResult{{Name: sysWorkerDefaults, Scale: sc}}) {
+		if strings.HasPrefix(tg.Name, modeScaleBacklog) && !tg.Pass {
+			failed++
+		}
+	}
+	if failed != 2 {
+		t.Errorf("against the first baseline alone: %d backlog targets failed, want 2", failed)
+	}
+	sc.Around = map[string]*ScaleBaseline{modeScaleBacklog: around}
+	var out bytes.Buffer
+	writeTable(&out, &report{Systems: []SystemResult{{Name: sysWorkerDefaults, Scale: sc}}})
+	if !strings.Contains(out.String(), "base (mean of the baseline runs before and after): p99 3.00 ms, 800/s") {
+		t.Errorf("table lacks the backlog's base:\n%s", out.String())
+	}
+}
+
 func TestScaleTable(t *testing.T) {
 	rep := &report{Systems: []SystemResult{{Name: sysWorkerDefaults, Scale: scaleFixture()}}}
 	var out bytes.Buffer
@@ -132,6 +171,15 @@ func TestScaleSmoke(t *testing.T) {
 	}
 	if rep.BadSignatures != 0 || duplicates(rep) != 0 {
 		t.Errorf("bad signatures %d, duplicates %d", rep.BadSignatures, duplicates(rep))
+	}
+	// A baseline run first and one after each situation with a ratio.
+	if len(sc.Baselines) != 1+len(bracketed) || len(sc.Around) != len(bracketed) {
+		t.Errorf("%d baseline runs and %d situations between them, want %d and %d", len(sc.Baselines), len(sc.Around), 1+len(bracketed), len(bracketed))
+	}
+	for i, b := range sc.Baselines {
+		if b.Latency.Missing != 0 || b.Drain.Missing != 0 || b.Drain.PerSecond <= 0 {
+			t.Errorf("baseline run %d: %+v", i+1, b)
+		}
 	}
 	h := sc.History
 	for name, l := range map[string]ScaleLatency{"baseline": sc.Baseline.Latency, "backlog": sc.Backlog.Latency,

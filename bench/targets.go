@@ -93,9 +93,10 @@ func targets(rep *report) []Target {
 }
 
 // scaleTargets checks every scale situation against the baseline of its
-// system: latency p99 at most, and drain rates at least, a factor of the
-// baseline's. Each needs nothing missing, in the baseline too, and no bad
-// signature or misrouted request.
+// system (the mean of the runs around it, ScaleResult.base): latency p99
+// at most, and drain rates at least, a factor of the baseline's. Each
+// needs nothing missing, in the baseline too, and no bad signature or
+// misrouted request.
 func scaleTargets(systems []SystemResult) []Target {
 	var out []Target
 	for _, s := range systems {
@@ -103,38 +104,38 @@ func scaleTargets(systems []SystemResult) []Target {
 		if sc == nil || sc.Baseline == nil {
 			continue
 		}
-		b := sc.Baseline
 		clean := sc.BadSignatures+sc.Misrouted == 0
-		p99 := func(name string, l ScaleLatency, factor float64) {
+		p99 := func(name string, l ScaleLatency, b *ScaleBaseline, factor float64) {
 			out = append(out, Target{Name: fmt.Sprintf("%s latency p99 <= %.1f x baseline", name, factor), System: s.Name,
 				Value: fmt.Sprintf("%s vs %s ms (%sx)", ms(l.Latency.P99), ms(b.Latency.Latency.P99),
 					ratio(float64(l.Latency.P99), float64(b.Latency.Latency.P99))),
 				Pass: clean && l.Missing == 0 && b.Latency.Missing == 0 && l.Latency.N > 0 && b.Latency.Latency.N > 0 &&
 					float64(l.Latency.P99) <= factor*float64(b.Latency.Latency.P99)})
 		}
-		drain := func(name string, d ScaleDrain, factor float64) {
+		drain := func(name string, d ScaleDrain, b *ScaleBaseline, factor float64) {
 			out = append(out, Target{Name: fmt.Sprintf("%s >= %.1f x baseline drain", name, factor), System: s.Name,
 				Value: fmt.Sprintf("%.0f vs %.0f/s (%sx)", d.PerSecond, b.Drain.PerSecond, ratio(d.PerSecond, b.Drain.PerSecond)),
 				Pass:  clean && d.Missing == 0 && b.Drain.Missing == 0 && b.Drain.PerSecond > 0 && d.PerSecond >= factor*b.Drain.PerSecond})
 		}
 		if k := sc.Backlog; k != nil {
-			p99(modeScaleBacklog, k.Latency, scaleBacklogP99Max)
-			drain(modeScaleBacklog+" drain", k.Drain, scaleBacklogDrainMin)
+			p99(modeScaleBacklog, k.Latency, sc.base(modeScaleBacklog), scaleBacklogP99Max)
+			drain(modeScaleBacklog+" drain", k.Drain, sc.base(modeScaleBacklog), scaleBacklogDrainMin)
 		}
 		if d := sc.Idle; d != nil {
-			drain(modeScaleIdle+" drain", *d, scaleIdleDrainMin)
+			drain(modeScaleIdle+" drain", *d, sc.base(modeScaleIdle), scaleIdleDrainMin)
 		}
 		if f := sc.Fanout; f != nil {
-			drain(modeScaleFanout+" deliveries/s", f.Drain, scaleFanoutMin)
+			drain(modeScaleFanout+" deliveries/s", f.Drain, sc.base(modeScaleFanout), scaleFanoutMin)
 		}
 		if m := sc.Many; m != nil {
 			out = append(out, Target{Name: fmt.Sprintf("%s COMMIT -> last of %d <= %s", modeScaleMany, m.Endpoints, scaleManyMax), System: s.Name,
 				Value: ms(m.Warm) + " ms", Pass: clean && m.Missing == 0 && m.Warm <= scaleManyMax})
 		}
 		if h := sc.History; h != nil {
-			p99(modeScaleHistory+" kept", h.KeptLatency, scaleHistoryP99Max)
-			drain(modeScaleHistory+" expired drain", h.ExpiredDrain, scaleHistoryDrainMin)
-			p99(modeScaleHistory+" expired", h.ExpiredLatency, scaleHistoryP99Max)
+			b := sc.base(modeScaleHistory)
+			p99(modeScaleHistory+" kept", h.KeptLatency, b, scaleHistoryP99Max)
+			drain(modeScaleHistory+" expired drain", h.ExpiredDrain, b, scaleHistoryDrainMin)
+			p99(modeScaleHistory+" expired", h.ExpiredLatency, b, scaleHistoryP99Max)
 		}
 		if k := sc.OrderKeys; k != nil {
 			out = append(out, Target{Name: fmt.Sprintf("%s drain >= %.1f x unordered", modeOrderKeys, orderKeysMin), System: s.Name,
@@ -148,7 +149,7 @@ func scaleTargets(systems []SystemResult) []Target {
 				Pass:  clean && h.Drain.Missing == 0 && h.IdealPerSecond > 0 && h.RatioToIdeal >= orderHotMin})
 		}
 		if b := sc.OrderBlocked; b != nil {
-			p99(modeOrderBlocked, b.Latency, orderBlockedP99Max)
+			p99(modeOrderBlocked, b.Latency, sc.Baseline, orderBlockedP99Max)
 		}
 	}
 	return out
