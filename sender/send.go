@@ -206,18 +206,17 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 	return req.WithContext(ctx)
 }
 
-// body is a request body over a payload.
-type body struct{ bytes.Reader }
-
-func (*body) Close() error { return nil }
-
+// newBody is a request body over a payload: an io.NopCloser over a
+// *bytes.Reader, which net/http knows to be in memory, so that the
+// request's headers and body go out in one write. A body type of our own
+// made it flush the headers first: two writes, two TCP segments and two
+// reads at the consumer for every delivery (a tenth of the worker's CPU
+// in a drain went to write(2)).
 func newBody(p []byte) io.ReadCloser {
 	if len(p) == 0 {
 		return http.NoBody
 	}
-	b := new(body)
-	b.Reset(p)
-	return b
+	return io.NopCloser(bytes.NewReader(p))
 }
 
 // readResponse reads at most MaxResponseBytes of the body, closes it and
