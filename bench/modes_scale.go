@@ -58,12 +58,12 @@ type ScaleResult struct {
 	Baselines []ScaleBaseline `json:"baselines,omitempty"`
 	// Around is, by situation (its mode), the mean of the baseline runs
 	// just before and just after it: what its ratios are against.
-	Around map[string]*ScaleBaseline `json:"around,omitempty"`
-	Backlog  *ScaleBacklog  `json:"backlog,omitempty"`
-	Idle     *ScaleDrain    `json:"idle,omitempty"` // one endpoint's drain beside an idle one
-	Fanout   *ScaleFanout   `json:"fanout,omitempty"`
-	Many     *ScaleMany     `json:"many,omitempty"`
-	History  *ScaleHistory  `json:"history,omitempty"`
+	Around  map[string]*ScaleBaseline `json:"around,omitempty"`
+	Backlog *ScaleBacklog             `json:"backlog,omitempty"`
+	Idle    *ScaleDrain               `json:"idle,omitempty"` // one endpoint's drain beside an idle one
+	Fanout  *ScaleFanout              `json:"fanout,omitempty"`
+	Many    *ScaleMany                `json:"many,omitempty"`
+	History *ScaleHistory             `json:"history,omitempty"`
 	// The ordering modes (issue 23).
 	OrderKeys    *OrderKeys    `json:"order_keys,omitempty"`
 	OrderHot     *OrderHot     `json:"order_hot,omitempty"`
