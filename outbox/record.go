@@ -34,7 +34,7 @@ const MaxDelay = 366 * 24 * time.Hour
 const RecordSQL = `WITH r AS (
   SELECT * FROM jsonb_to_recordset(@outcomes::jsonb)
     AS r(id bigint, token uuid, kind text, attempt int, delay_ms bigint, status int, error text, health text,
-         started timestamptz, took_ms float8, try_class text, try_error text, endpoint uuid, key text)
+         started timestamptz, took_ms float8, try_class text, try_error text, endpoint uuid, key text, mark boolean)
 ), released AS (
   UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
   FROM r
@@ -49,7 +49,7 @@ const RecordSQL = `WITH r AS (
 ), marked AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
-  WHERE r.kind IN ('done', 'retry', 'dead') AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.mark AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
@@ -154,7 +154,17 @@ type outcomeJSON struct {
 	TryError string         `json:"try_error"`
 	Endpoint string         `json:"endpoint,omitempty"`
 	Key      string         `json:"key,omitempty"`
+	// Mark says the outcome ends the row (ends): marked moves it to
+	// history. A column of its own, not kind IN (…) in the statement, so
+	// that the planner takes half the outcomes for marked, not 3 in 100,
+	// and hashes them: it compared every outcome with every row instead
+	// (116 outcomes, 13,456 comparisons, 2 ms of the statement's 4.9).
+	Mark bool `json:"mark"`
 }
+
+// ends says whether an outcome of kind k ends its row: delivered, retried
+// (a new row carries the next attempt) or dead-lettered.
+func ends(k webhook.Kind) bool { return k == webhook.Done || k == webhook.Retry || k == webhook.Dead }
 
 // noNUL drops NUL characters, which no PostgreSQL text can hold.
 func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", "") }
@@ -172,7 +182,7 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 		items[i] = outcomeJSON{ID: o.ID, Token: pgtype.UUID{Bytes: o.Token, Valid: true}, Kind: o.Kind, Attempt: o.Attempt,
 			DelayMS: min(max(o.Delay, 0), MaxDelay).Milliseconds(), Status: o.Status, Error: noNUL(o.Error), Health: o.Health,
 			TookMS: float64(o.Took.Microseconds()) / 1000, TryClass: o.AttemptClass, TryError: noNUL(o.AttemptError),
-			Endpoint: o.EndpointID, Key: o.OrderingKey}
+			Endpoint: o.EndpointID, Key: o.OrderingKey, Mark: ends(o.Kind)}
 		if !o.Started.IsZero() {
 			items[i].Started = &o.Started
 		}
@@ -219,7 +229,7 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 // retried or dead-lettered.
 func lanesOf(outcomes []webhook.Outcome) (endpoints, keys []string) {
 	for _, o := range outcomes {
-		if o.OrderingKey != "" && (o.Kind == webhook.Done || o.Kind == webhook.Retry || o.Kind == webhook.Dead) {
+		if o.OrderingKey != "" && ends(o.Kind) {
 			endpoints, keys = append(endpoints, o.EndpointID), append(keys, o.OrderingKey)
 		}
 	}
