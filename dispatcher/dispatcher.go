@@ -265,14 +265,16 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 			d.drain(ctx, work, false)
 		case s := <-d.freed:
 			d.free(s)
-			switch wait := d.lastClaim.Add(d.cfg.ClaimCooldown).Sub(d.cfg.Now()); {
+			switch {
 			case d.starved:
 				d.drain(ctx, work, false)
-			case d.capped && wait > 0:
-				// Slots freed one by one are claimed for together.
-				d.cool.Reset(wait)
 			case d.capped:
-				d.drain(ctx, work, false)
+				// Slots freed one by one are claimed for together.
+				if wait := d.cooldownLeft(); wait > 0 {
+					d.cool.Reset(wait)
+				} else {
+					d.drain(ctx, work, false)
+				}
 			}
 		}
 	}

@@ -37,7 +37,7 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 			break
 		}
 		limit := d.claimSize(free)
-		if wait := d.lastClaim.Add(d.cfg.ClaimCooldown).Sub(d.cfg.Now()); limit < d.cfg.BatchSize && wait > 0 {
+		if wait := d.cooldownLeft(); limit < d.cfg.BatchSize && wait > 0 {
 			d.starved = true
 			d.cool.Reset(wait)
 			break
@@ -86,6 +86,12 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 	case recheck:
 		d.step = -1
 	}
+}
+
+// cooldownLeft is how long until ClaimCooldown has passed since the last
+// claim (<= 0: it has).
+func (d *Dispatcher) cooldownLeft() time.Duration {
+	return d.lastClaim.Add(d.cfg.ClaimCooldown).Sub(d.cfg.Now())
 }
 
 // cappedBy says whether claim q skipped, for want of room, an endpoint
