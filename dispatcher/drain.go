@@ -104,10 +104,7 @@ func (d *Dispatcher) cooldownLeft() time.Duration {
 // of its cap's rate.
 func (d *Dispatcher) cappedBy(q Query) bool {
 	now := d.cfg.Now()
-	holds := func(id string) bool {
-		until, parked := d.parked[id]
-		return d.held[id] > 0 && (!parked || !now.Before(until))
-	}
+	holds := func(id string) bool { return d.held[id] > 0 && !d.parkedAt(id, now) }
 	if q.SkipEnv && d.cfg.EnvEndpoint && holds("") {
 		return true
 	}

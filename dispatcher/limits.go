@@ -124,6 +124,12 @@ func (d *Dispatcher) activeCount() int {
 	return n
 }
 
+// parkedAt says whether endpoint id is parked at now.
+func (d *Dispatcher) parkedAt(id string, now time.Time) bool {
+	until, ok := d.parked[id]
+	return ok && now.Before(until)
+}
+
 // query is the next claim: at most limit rows; of each endpoint at most its
 // room (capOf less what it holds); none of the endpoints with no room or
 // parked (their rows are not read).
@@ -132,12 +138,10 @@ func (d *Dispatcher) query(limit int) Query {
 	q := Query{Limit: limit, Room: map[string]int{}, SkipEnv: !d.cfg.EnvEndpoint}
 	active := d.activeCount()
 	room := func(id string) int {
-		if until, ok := d.parked[id]; ok {
-			if now.Before(until) {
-				return 0
-			}
-			delete(d.parked, id)
+		if d.parkedAt(id, now) {
+			return 0
 		}
+		delete(d.parked, id) // a park that ended, if any
 		return d.capOf(id, active) - d.held[id]
 	}
 	seen := map[string]bool{}
