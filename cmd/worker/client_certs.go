@@ -93,19 +93,9 @@ func (c *clientCerts) parse(sc outbox.ClientCert) (*tls.Certificate, error) {
 }
 
 // Run reads the certificates every clientCertsEvery until ctx ends.
+// (The first read is the start's, which fails the start.)
 func (c *clientCerts) Run(ctx context.Context) error {
-	t := time.NewTicker(clientCertsEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := c.load(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("worker: client certificates not read", "error", err)
-			}
-		}
-	}
+	return refresh(ctx, clientCertsEvery, false, c.load, c.log, "worker: client certificates not read")
 }
 
 // forEndpoint is the GetClientCertificate of the endpoint id's sender:

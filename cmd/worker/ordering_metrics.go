@@ -59,16 +59,5 @@ func (b *blockedKeys) load(ctx context.Context) error {
 // Run reads the blocked keys at once and every blockedKeysEvery until ctx
 // ends; a failed read is logged and tried at the next tick.
 func (b *blockedKeys) Run(ctx context.Context) error {
-	t := time.NewTicker(blockedKeysEvery)
-	defer t.Stop()
-	for {
-		if err := b.load(ctx); err != nil && ctx.Err() == nil {
-			b.log.Warn("worker: blocked ordering keys not read", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return refresh(ctx, blockedKeysEvery, true, b.load, b.log, "worker: blocked ordering keys not read")
 }
