@@ -82,6 +82,15 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // its queue; without one it is marked processed (fanout 0: unrouted). All of it commits together or not at all, so an
 // event is never fanned out twice or half.
 //
+// With only the WEBHOOK_URL endpoint (@env with room, and no enabled
+// endpoint in the table: plain), each event is its own one delivery, and
+// the fan-out's bookkeeping (subscriptions, budgets, offers, fits) would
+// only confirm what fan_cap already decided: the events locked are taken
+// as they are, leased while the room lasts, and the rest of the fan-out
+// is not run (a gating condition, so not evaluated at all). It was a
+// fifth of the claim's time in a drain (1.71 against 1.47 ms a claim of
+// 100 rows).
+//
 // A disabled endpoint's rows are still taken (the dispatcher dead-letters
 // them with the reason); reclaimed is true for a row whose previous lease
 // expired without an outcome, and reclaims saturates rather than fail the
@@ -147,6 +156,8 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   ) c LIMIT @limit) c
 ), chosen AS (
   SELECT * FROM picked ORDER BY rn, created_at, id LIMIT @limit
+), plain AS (
+  SELECT @env::boolean AND @env_room::int > 0 AND NOT EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.enabled) AS only_env
 ), fan_cap AS (
   SELECT CASE WHEN @env::boolean AND @env_room::int <= 0 AND count(*) = 0 THEN 0 ELSE greatest(1, least(
     (@limit::int - (SELECT count(*) FROM chosen)::int) / greatest(1, count(*) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(@skip::uuid[]))
@@ -201,7 +212,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
          CASE WHEN f.lease THEN now() + @lease_ms * interval '1 millisecond' END,
          CASE WHEN f.lease THEN gen_random_uuid() END
   FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
-  WHERE f.endpoint_id IS NOT NULL AND NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM events))
+  WHERE NOT (SELECT only_env FROM plain) AND f.endpoint_id IS NOT NULL AND NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM events))
   ORDER BY f.endpoint_id, o.ordering_key
   RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id, ordering_key, ordering_seq
 ), counts AS (
@@ -209,10 +220,16 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
 ), taken AS (
   SELECT c.id, c.reclaimed, false AS fan, true AS lease, NULL::int AS n FROM chosen c
   UNION ALL
+  SELECT l.id, l.reclaimed, true,
+    row_number() OVER (ORDER BY l.created_at, l.id) <= least(@env_room::int - (SELECT count(*) FROM chosen c WHERE c.endpoint_id IS NULL),
+      @limit::int - (SELECT count(*) FROM chosen)), 0
+  FROM locked l WHERE (SELECT only_env FROM plain)
+  UNION ALL
   SELECT ev.id, ev.reclaimed, true, coalesce(env.lease, false), coalesce(counts.n, 0)
   FROM events ev
     LEFT JOIN fits env ON env.event_id = ev.id AND env.endpoint_id IS NULL
     LEFT JOIN counts ON counts.event_id = ev.id
+  WHERE NOT (SELECT only_env FROM plain)
 ), upd AS (
   UPDATE webhook_outbox o
   SET locked_until = CASE WHEN x.lease THEN now() + @lease_ms * interval '1 millisecond' END,
@@ -229,7 +246,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
       OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
       OR EXISTS (SELECT 1 FROM picked p, share s WHERE p.rn = s.n AND s.n < p.room)
-      OR (SELECT count(*) FROM locked) > (SELECT count(*) FROM events)
+      OR NOT (SELECT only_env FROM plain) AND (SELECT count(*) FROM locked) > (SELECT count(*) FROM events)
       OR (SELECT n FROM fan_cap) > 0 AND (SELECT count(*) FROM locked) = (SELECT n FROM fan_cap) AND coalesce((
         SELECT true FROM webhook_outbox o
         WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND ` + dueHead + `
