@@ -262,3 +262,33 @@ func TestRecordFailureKeepsRowsPending(t *testing.T) {
 		t.Fatalf("pending = %d, want 1", n)
 	}
 }
+
+// An error text is whatever the endpoint or the network gave: bytes that
+// are not UTF-8, and NUL characters, which no PostgreSQL text can hold.
+// The write keeps what it can of them and refuses nothing, so that no
+// outcome of the batch is lost to one bad byte.
+func TestRecordKeepsErrorsThatAreNotText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, db := setup(t, 10, time.Minute)
+	db.Insert(t, "e", `{"k":"dead"}`, `{"k":"done"}`)
+	rows := claim(t, c, 0)
+	if len(rows) != 2 {
+		t.Fatalf("claimed %d", len(rows))
+	}
+	written := record(t, c,
+		claimer.Outcome{ID: rows[0].ID, Token: rows[0].Token, Kind: claimer.Dead, Attempt: 1, Status: 500, Error: "http 500: \xff\xfe\x00bad",
+			Health: claimer.Failing, AttemptClass: "permanent", AttemptError: "read \x00\xc3(", Started: time.Now()},
+		claimer.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: claimer.Done, Health: claimer.Healthy, Started: time.Now()},
+	)
+	if !written[0] || !written[1] {
+		t.Fatalf("written %v, want both", written)
+	}
+	var lastError, tryError string
+	if err := db.Pool.QueryRow(ctx, `SELECT d.last_error, a.error FROM webhook_dead_letter d JOIN webhook_attempts a USING (delivery_id)`).Scan(&lastError, &tryError); err != nil {
+		t.Fatal(err)
+	}
+	if lastError != "http 500: \uFFFDbad" || tryError != "read \uFFFD(" {
+		t.Fatalf("dead letter's error %q, attempt's %q", lastError, tryError)
+	}
+}

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -56,9 +57,20 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 	const zero = "00000000-0000-0000-0000-000000000000"
 	claimSQL, claimArgs := positional(t, outbox.ClaimSQL, pgx.NamedArgs{"limit": "100", "lease_ms": "30000", "skip": "'{}'::uuid[]",
 		"room": "'{}'::jsonb", "default_room": "25", "env_room": "100", "env": "true"})
+	// A batch of 100 outcomes that end their rows, as the worker writes
+	// them in a drain.
+	arr := func(v, typ string) string {
+		return "'{" + strings.TrimSuffix(strings.Repeat(v+",", 100), ",") + "}'::" + typ + "[]"
+	}
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i + 1)
+	}
 	recordSQL, recordArgs := positional(t, outbox.RecordSQL, pgx.NamedArgs{
-		"outcomes": `'[{"id": 1, "token": "` + zero + `", "kind": "done", "health": "", "mark": true}, {"id": 2, "token": "` + zero + `", "kind": "release", "health": ""}]'`,
-		"ids":      "'{1,2}'::bigint[]"})
+		"ids": "'{" + strings.Join(ids, ",") + "}'::bigint[]", "tokens": arr(zero, "uuid"), "kinds": arr("done", "text"),
+		"attempts": arr("1", "int"), "delays_ms": arr("0", "bigint"), "statuses": arr("200", "int"), "errors": arr(`""`, "text"),
+		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
+		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean")})
 	for _, q := range []string{"PREPARE claim_chk AS " + claimSQL, "PREPARE record_chk AS " + recordSQL} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
@@ -78,11 +90,13 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		if strings.Contains(rec, "Seq Scan on webhook_outbox") || strings.Contains(rec, "Scan on webhook_outbox_history") {
 			t.Errorf("%s: record plan:\n%s", mode, rec)
 		}
-		// The outcomes that end their rows are hashed, not compared with
-		// every row (a nested loop over a materialized scan was 40% of
-		// the statement at 116 outcomes).
-		if marked, _, ok := strings.Cut(after(rec, "CTE marked"), "CTE tried"); !ok || !strings.Contains(marked, "Hash Join") {
-			t.Errorf("%s: record's marked rows not joined by hash:\n%s", mode, rec)
+		// The outcomes that end their rows are joined with their rows by
+		// hash or in order, not compared with every row (a nested loop
+		// over a materialized scan was 40% of the statement at 116
+		// outcomes).
+		if marked, _, ok := strings.Cut(after(rec, "CTE marked"), "CTE tried"); !ok || strings.Contains(marked, "Nested Loop") ||
+			!strings.Contains(marked, "Hash Join") && !strings.Contains(marked, "Merge Join") {
+			t.Errorf("%s: record's marked rows not joined by hash or merge:\n%s", mode, rec)
 		}
 	}
 	if _, err := conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE ALL"); err != nil {
