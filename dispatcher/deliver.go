@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 )
@@ -117,6 +118,9 @@ func (d *Dispatcher) decide(r Row, res Result) Outcome {
 }
 
 func (d *Dispatcher) logAttempt(r Row, res Result, o Outcome) {
+	if o.Kind == Done && !d.log.Enabled(context.Background(), slog.LevelDebug) {
+		return // a drain's every delivery: no attributes built for nothing
+	}
 	attrs := []any{"delivery_id", r.DeliveryID, "event", r.EventType, "endpoint", d.label(r), "attempt", r.Attempt,
 		"status", res.Status, "duration_ms", res.Duration.Milliseconds()}
 	switch o.Kind {

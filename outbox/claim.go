@@ -98,10 +98,17 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 	return b, nil
 }
 
+// claimStmt is ClaimSQL with its arguments numbered.
+var claimStmt = mustNamed(ClaimSQL)
+
 // claim runs ClaimSQL once and reads its rows; the tokens are those of
 // the batch's broken rows.
 func (s *Store) claim(ctx context.Context, q ClaimQuery) (Batch, []webhook.Token, error) {
-	rows, err := s.pool.Query(ctx, ClaimSQL, claimArgs(q))
+	args, err := claimStmt.args(claimArgs(q))
+	if err != nil {
+		return Batch{}, nil, fmt.Errorf("claim: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, claimStmt.sql, args...)
 	if err != nil {
 		return Batch{}, nil, fmt.Errorf("claim: %w", err)
 	}

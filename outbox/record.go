@@ -141,6 +141,13 @@ FROM (
 ) nx
 WHERE NOT o.processed AND o.id = nx.id`
 
+// The statements of Record, with their arguments numbered.
+var (
+	recordStmt    = mustNamed(RecordSQL)
+	lockLanesStmt = mustNamed(LockLanesSQL)
+	promoteStmt   = mustNamed(PromoteSQL)
+)
+
 // recordArgs are RecordSQL's arrays for outcomes, in their order. Free
 // text (errors) is made valid UTF-8 without NUL characters, which no
 // PostgreSQL text can hold: a value the server refused would fail the
@@ -191,24 +198,35 @@ func text(s string) string {
 // error nothing is written; the rows stay pending and, once their leases
 // expire, are claimed again.
 func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written []bool, err error) {
-	args := recordArgs(outcomes)
+	args, err := recordStmt.args(recordArgs(outcomes))
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
 	endpoints, keys := lanesOf(outcomes)
+	lanes := pgx.NamedArgs{"endpoints": endpoints, "keys": keys}
+	lock, err := lockLanesStmt.args(lanes)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	promote, err := promoteStmt.args(lanes)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
 	done, err := retryMoved(ctx, func() (map[int64]bool, error) {
 		done := make(map[int64]bool, len(outcomes))
 		var id int64
 		// One round trip, one transaction: with keyed rows, the lanes'
 		// locks before the record and the lanes moved on after it.
 		var b pgx.Batch
-		lanes := pgx.NamedArgs{"endpoints": endpoints, "keys": keys}
 		if len(keys) > 0 {
-			b.Queue(LockLanesSQL, lanes)
+			b.Queue(lockLanesStmt.sql, lock...)
 		}
-		b.Queue(RecordSQL, args).Query(func(rows pgx.Rows) error {
+		b.Queue(recordStmt.sql, args...).Query(func(rows pgx.Rows) error {
 			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { done[id] = true; return nil })
 			return err
 		})
 		if len(keys) > 0 {
-			b.Queue(PromoteSQL, lanes)
+			b.Queue(promoteStmt.sql, promote...)
 		}
 		if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 			return nil, fmt.Errorf("record outcomes: %w", err)
