@@ -57,6 +57,9 @@ type options struct {
 	// private PgBouncer in transaction mode (latency and drain modes, the
 	// worker systems only); WEBHOOK_LISTEN_DATABASE_URL stays direct.
 	pgbouncer bool
+	// payloadBytes pads every payload of the drain's backlog with a "pad"
+	// string of this many bytes, the same for every system (0: none).
+	payloadBytes int
 }
 
 func main() {
@@ -102,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.orderKeys, "order-keys", 10_000, "order-keys, order-blocked: keys (10 events each in order-keys; blocked in order-blocked)")
 	fs.IntVar(&o.orderHot, "order-hot", 1000, "order-hot: events of the one key")
 	fs.StringVar(&o.workerBefore, "worker-before", "", "worker-before and worker-before-tuned systems: a worker binary of an earlier release (built from an earlier commit)")
+	fs.IntVar(&o.payloadBytes, "payload-bytes", 0, "drain mode: pad every payload of the backlog with a string of this many bytes, the same for every system (a real event is often 1-4 KiB)")
 	fs.BoolVar(&o.pgbouncer, "pgbouncer", false, "worker DATABASE_URL and producers through a private PgBouncer in transaction mode (modes latency, drain; worker systems); default -modes latency,drain -systems worker-defaults,worker-tuned")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -236,7 +240,7 @@ func benchmark(ctx context.Context, opt options, log io.Writer) (*report, error)
 
 	rep := &report{Options: opt.summary(), Started: time.Now(), Machine: machine(ctx, dbs)}
 	for _, name := range opt.systems {
-		sys := newSystem(name, opt, bin, self, common{name: name, consumerURL: cons.URL(), secret: secret})
+		sys := newSystem(name, opt, bin, self, common{name: name, consumerURL: cons.URL(), secret: secret, pad: padding(opt.payloadBytes)})
 		fmt.Fprintf(log, "bench: %s (%s)\n", name, sys.Settings())
 		res := runSystem(ctx, opt, dbs, cons, sys, log)
 		rep.Systems = append(rep.Systems, res)

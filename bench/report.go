@@ -48,6 +48,7 @@ func (o options) summary() map[string]any {
 		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents, "pgbouncer": o.pgbouncer,
 		"scale_backlog": o.scaleBacklog, "scale_many": o.scaleMany, "scale_history_kept": o.scaleKept,
 		"scale_history_expired": o.scaleExpired, "order_keys": o.orderKeys, "order_hot": o.orderHot,
+		"payload_bytes": o.payloadBytes,
 	}
 }
 
@@ -94,7 +95,11 @@ func writeModes(tw *tabwriter.Writer, rep *report) {
 		}
 	}
 	if has(rep, func(s SystemResult) bool { return s.Drain != nil }) {
-		section(tw, "DRAIN  backlog inserted first; process start -> last receipt",
+		title := "DRAIN  backlog inserted first; process start -> last receipt"
+		if n, _ := rep.Options["payload_bytes"].(int); n > 0 {
+			title += fmt.Sprintf("; payloads padded with %d bytes", n)
+		}
+		section(tw, title,
 			"system\trows\tseconds\tdeliveries/s\tcpu-s/1k\tdb-cpu-s/1k\tpeak RSS MiB\tmissing")
 		for _, s := range rep.Systems {
 			if d := s.Drain; d != nil {

@@ -33,8 +33,9 @@ const riverPoolSize = 16
 
 // deliveryArgs is River's job: deliver one event. Its JSON is the payload.
 type deliveryArgs struct {
-	Seq int64 `json:"seq"`
-	T   int64 `json:"t"`
+	Seq int64  `json:"seq"`
+	T   int64  `json:"t"`
+	Pad string `json:"pad,omitempty"` // -payload-bytes
 }
 
 // Kind is the River job kind.
@@ -92,7 +93,7 @@ func (s *riverSystem) reset(ctx context.Context) error {
 }
 
 func (s *riverSystem) insert(ctx context.Context, tx pgx.Tx, ev event) error {
-	_, err := s.client.InsertTx(ctx, tx, deliveryArgs(ev), nil)
+	_, err := s.client.InsertTx(ctx, tx, deliveryArgs{Seq: ev.Seq, T: ev.T}, nil)
 	return err
 }
 
@@ -103,7 +104,7 @@ func (s *riverSystem) insertBacklog(ctx context.Context, n int) error {
 	for lo := 0; lo < n; lo += chunk {
 		params = params[:0]
 		for i := lo; i < min(lo+chunk, n); i++ {
-			params = append(params, river.InsertManyParams{Args: deliveryArgs{Seq: int64(i), T: t}})
+			params = append(params, river.InsertManyParams{Args: deliveryArgs{Seq: int64(i), T: t, Pad: s.pad}})
 		}
 		if _, err := s.client.InsertManyFast(ctx, params); err != nil {
 			return fmt.Errorf("river insert many: %w", err)

@@ -3,8 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -93,6 +95,22 @@ type common struct {
 	pool        *pgxpool.Pool
 	consumerURL string
 	secret      string
+	pad         string // the drain backlog's payload padding (-payload-bytes)
+}
+
+// padding is n bytes of text that compresses about as poorly as a real
+// payload's values (base64 of a fixed pseudo-random stream), the same on
+// every run and for every system.
+func padding(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	raw := make([]byte, n)
+	for i := range raw {
+		raw[i] = byte(r.Uint32())
+	}
+	return base64.StdEncoding.EncodeToString(raw)[:n]
 }
 
 func (c *common) Name() string { return c.name }
@@ -162,8 +180,8 @@ func (s *workerSystem) insert(ctx context.Context, tx pgx.Tx, ev event) error {
 // insertBacklog inserts n rows (seq 0..n-1) in one statement.
 func (s *workerSystem) insertBacklog(ctx context.Context, n int) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload)
-		SELECT 'bench.event', jsonb_build_object('seq', g, 't', $2::bigint)
-		FROM generate_series(0, $1 - 1) AS g`, n, time.Now().UnixNano())
+		SELECT 'bench.event', jsonb_build_object('seq', g, 't', $2::bigint) || CASE WHEN $3 = '' THEN '{}' ELSE jsonb_build_object('pad', $3::text) END
+		FROM generate_series(0, $1 - 1) AS g`, n, time.Now().UnixNano(), s.pad)
 	if err == nil {
 		_, err = s.pool.Exec(ctx, "ANALYZE webhook_outbox")
 	}
