@@ -286,20 +286,25 @@ func (d *Dispatcher) start(ctx, work context.Context, r Row, overCap bool) {
 	d.inflight++
 	d.held[r.EndpointID]++
 	s := slotDone{endpoint: r.EndpointID, label: d.label(r), started: d.cfg.Now()}
-	d.wg.Go(func() {
-		o := release(r)
-		if overCap {
-			d.m.capWaits.WithLabelValues(d.label(r)).Inc()
-		} else {
-			o = d.deliver(ctx, work, r)
-			s.signal = signalOf(o)
-			if o.Kind == Defer {
-				s.parkFor = o.Delay
-			}
+	d.wg.Add(1)
+	go d.slot(ctx, work, r, s, overCap) // arguments, not a closure: the row stays off the heap
+}
+
+// slot is the goroutine of one row's slot (start).
+func (d *Dispatcher) slot(ctx, work context.Context, r Row, s slotDone, overCap bool) {
+	defer d.wg.Done()
+	o := release(r)
+	if overCap {
+		d.m.capWaits.WithLabelValues(d.label(r)).Inc()
+	} else {
+		o = d.deliver(ctx, work, r)
+		s.signal = signalOf(o)
+		if o.Kind == Defer {
+			s.parkFor = o.Delay
 		}
-		d.done.add(done{row: r, outcome: o, label: d.label(r), capped: overCap})
-		d.freed <- s
-	})
+	}
+	d.done.add(done{row: r, outcome: o, label: d.label(r), capped: overCap})
+	d.freed <- s
 }
 
 // free gives back a slot, and applies what its attempt says of the
