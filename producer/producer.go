@@ -151,7 +151,8 @@ func scanError(err error, o options) error {
 	return fmt.Errorf("producer: enqueue: %w", err)
 }
 
-// headersConstraint is the CHECK of webhook_outbox.headers.
+// headersConstraint is the constraint name the database refuses bad
+// headers under (the trigger webhook_content_valid, SQLSTATE 23514).
 const headersConstraint = "webhook_outbox_headers_valid"
 
 // Querier is satisfied by pgx.Tx, *pgx.Conn and *pgxpool.Pool. Use a
@@ -217,7 +218,8 @@ func validate(eventType string, payload []byte, o options) error {
 
 // ValidateHeaders checks the headers of WithHeaders before any round trip,
 // so that a refusal leaves the caller's transaction usable. The rules are
-// the database's (the CHECK of webhook_outbox.headers) and the worker's
+// the database's (webhook_content_valid, under the constraint name
+// webhook_outbox_headers_valid) and the worker's
 // (eventheaders.Check): names HTTP tokens, none of content-type,
 // content-length, host, user-agent, x-fluxora-*, webhook-* or a hop-by-hop
 // header, in any case, none twice in different cases; values valid UTF-8
