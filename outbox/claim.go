@@ -78,7 +78,16 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 		tokens []webhook.Token
 	}
 	c, err := retryMoved(ctx, func() (claimed, error) {
-		b, tokens, err := s.claim(ctx, q)
+		if q.Env && !q.SkipEnv && s.plain.Load() {
+			// The plain path, while the last claim found it open; when
+			// it takes nothing (closed, or nothing due), the claim.
+			b, tokens, _, err := s.claim(ctx, plainClaimStmt, q)
+			if err != nil || b.Taken+len(b.Broken) > 0 {
+				return claimed{b, tokens}, err
+			}
+		}
+		b, tokens, plain, err := s.claim(ctx, claimStmt, q)
+		s.plain.Store(plain)
 		return claimed{b, tokens}, err
 	})
 	if err != nil {
@@ -98,32 +107,36 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 	return b, nil
 }
 
-// claimStmt is ClaimSQL with its arguments numbered.
-var claimStmt = mustNamed(ClaimSQL)
+// claimStmt and plainClaimStmt are ClaimSQL and PlainClaimSQL with their
+// arguments numbered.
+var (
+	claimStmt      = mustNamed(ClaimSQL)
+	plainClaimStmt = mustNamed(PlainClaimSQL)
+)
 
-// claim runs ClaimSQL once and reads its rows; the tokens are those of
-// the batch's broken rows.
-func (s *Store) claim(ctx context.Context, q ClaimQuery) (Batch, []webhook.Token, error) {
-	args, err := claimStmt.args(claimArgs(q))
+// claim runs a claim statement (ClaimSQL or PlainClaimSQL) once and reads
+// its rows; the tokens are those of the batch's broken rows, plain is the
+// statement's plain column (false without rows).
+func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, brokenTokens []webhook.Token, plain bool, err error) {
+	args, err := stmt.args(claimArgs(q))
 	if err != nil {
-		return Batch{}, nil, fmt.Errorf("claim: %w", err)
+		return Batch{}, nil, false, fmt.Errorf("claim: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, claimStmt.sql, args...)
+	rows, err := s.pool.Query(ctx, stmt.sql, args...)
 	if err != nil {
-		return Batch{}, nil, fmt.Errorf("claim: %w", err)
+		return Batch{}, nil, false, fmt.Errorf("claim: %w", err)
 	}
 	// Rows has room for the rows of a usual claim: grown from nothing by
 	// append, it copied a claim's rows (300 bytes each) about twice. Not
 	// the whole Limit, which can be thousands of slots for one row.
-	b := Batch{Rows: make([]webhook.Delivery, 0, min(q.Limit, 128))}
+	b = Batch{Rows: make([]webhook.Delivery, 0, min(q.Limit, 128))}
 	var r webhook.Delivery
 	var leased, fan, fresh bool
 	var fanout int
 	var createdAt, prevUntil pgtype.Timestamptz
-	var brokenTokens []webhook.Token
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
-		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence}, func() error {
+		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence, &plain}, func() error {
 		if fresh {
 			b.Fresh++
 		} else {
@@ -151,9 +164,9 @@ func (s *Store) claim(ctx context.Context, q ClaimQuery) (Batch, []webhook.Token
 		return nil
 	})
 	if err != nil {
-		return Batch{}, nil, fmt.Errorf("claim: %w", err)
+		return Batch{}, nil, false, fmt.Errorf("claim: %w", err)
 	}
-	return b, brokenTokens, nil
+	return b, brokenTokens, plain, nil
 }
 
 // claimArgs names ClaimSQL's parameters.

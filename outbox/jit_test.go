@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fluxora/webhook-worker/outbox"
 )
@@ -51,20 +52,30 @@ func TestClaimCustomPlanStaysUnderTheJITThreshold(t *testing.T) {
 		"stuck skipped":                   {"env": "true", "env_room": "100", "skip": "'{" + stuck + "}'::uuid[]"},
 	} {
 		args["limit"], args["lease_ms"], args["room"], args["default_room"] = "100", "30000", "'{}'::jsonb", "25"
-		sql, lits := positional(t, outbox.ClaimSQL, args)
-		if _, err := conn.Exec(ctx, "PREPARE jit_chk AS "+sql); err != nil {
-			t.Fatal(err)
+		for stmt, text := range map[string]string{"ClaimSQL": outbox.ClaimSQL, "PlainClaimSQL": outbox.PlainClaimSQL} {
+			checkCost(t, conn, name+", "+stmt, text, args)
 		}
-		plan := explain(t, conn, "EXPLAIN EXECUTE jit_chk("+lits+")")
-		if _, err := conn.Exec(ctx, "DEALLOCATE jit_chk"); err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(`cost=[0-9.]+\.\.([0-9.]+)`).FindStringSubmatch(plan)
-		if m == nil {
-			t.Fatalf("%s: no cost in the plan:\n%s", name, plan)
-		}
-		if cost, _ := strconv.ParseFloat(m[1], 64); cost >= jitAboveCost {
-			t.Errorf("%s: claim's custom plan estimated at %.0f, at or over jit_above_cost %d:\n%s", name, cost, jitAboveCost, plan)
-		}
+	}
+}
+
+// checkCost fails the test when the custom plan of the claim statement
+// text with args is estimated at jit_above_cost or more.
+func checkCost(t *testing.T, conn *pgxpool.Conn, name, text string, args pgx.NamedArgs) {
+	t.Helper()
+	ctx := context.Background()
+	sql, lits := positional(t, text, args)
+	if _, err := conn.Exec(ctx, "PREPARE jit_chk AS "+sql); err != nil {
+		t.Fatal(err)
+	}
+	plan := explain(t, conn, "EXPLAIN EXECUTE jit_chk("+lits+")")
+	if _, err := conn.Exec(ctx, "DEALLOCATE jit_chk"); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`cost=[0-9.]+\.\.([0-9.]+)`).FindStringSubmatch(plan)
+	if m == nil {
+		t.Fatalf("%s: no cost in the plan:\n%s", name, plan)
+	}
+	if cost, _ := strconv.ParseFloat(m[1], 64); cost >= jitAboveCost {
+		t.Errorf("%s: custom plan estimated at %.0f, at or over jit_above_cost %d:\n%s", name, cost, jitAboveCost, plan)
 	}
 }

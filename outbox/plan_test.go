@@ -71,7 +71,8 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		"attempts": arr("1", "int"), "delays_ms": arr("0", "bigint"), "statuses": arr("200", "int"), "errors": arr(`""`, "text"),
 		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
 		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean")})
-	for _, q := range []string{"PREPARE claim_chk AS " + claimSQL, "PREPARE record_chk AS " + recordSQL} {
+	plainSQL, plainArgs := positional(t, outbox.PlainClaimSQL, pgx.NamedArgs{"limit": "100", "lease_ms": "30000", "env_room": "100"})
+	for _, q := range []string{"PREPARE claim_chk AS " + claimSQL, "PREPARE record_chk AS " + recordSQL, "PREPARE plain_chk AS " + plainSQL} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}
@@ -85,6 +86,12 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 			!strings.Contains(claim, "webhook_outbox_env_idx") || strings.Contains(claim, "Seq Scan on webhook_outbox") ||
 			strings.Contains(claim, "on webhook_outbox_history") {
 			t.Errorf("%s: claim plan:\n%s", mode, claim)
+		}
+		plain := explain(t, conn, "EXPLAIN EXECUTE plain_chk("+plainArgs+")")
+		if !strings.Contains(plain, "webhook_outbox_events_idx") || !strings.Contains(plain, "webhook_outbox_env_idx") ||
+			!strings.Contains(plain, "webhook_outbox_queue_idx") || strings.Contains(plain, "Seq Scan on webhook_outbox") ||
+			strings.Contains(plain, "on webhook_outbox_history") {
+			t.Errorf("%s: plain claim plan:\n%s", mode, plain)
 		}
 		rec := explain(t, conn, "EXPLAIN EXECUTE record_chk("+recordArgs+")")
 		if strings.Contains(rec, "Seq Scan on webhook_outbox") || strings.Contains(rec, "Scan on webhook_outbox_history") {

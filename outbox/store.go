@@ -19,6 +19,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,6 +29,9 @@ import (
 // connection only for its own statement.
 type Store struct {
 	pool *pgxpool.Pool
+	// plain says the last claim that found rows found the plain path
+	// open (PlainClaimSQL): the next claim tries it first.
+	plain atomic.Bool
 }
 
 // New returns a Store over pool, or an error when pool is nil.

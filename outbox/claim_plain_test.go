@@ -1,0 +1,149 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+)
+
+// PlainClaimSQL must decide what ClaimSQL decides wherever its path is
+// open: the same tables, claimed by one and then, from scratch, by the
+// other, give the same batch and leave the same rows (lease, fan-out,
+// lane, reclaims), for the WEBHOOK_URL endpoint's pending deliveries (one
+// of them a lease that expired) and events (some keyed) below, at and
+// above the limits and rooms. Where the path is closed (an enabled
+// endpoint in the table, or an endpoint's pending delivery) it takes
+// nothing.
+func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	s, err := New(db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill := func(pending, events int) {
+		t.Helper()
+		exec("TRUNCATE webhook_outbox, webhook_ordering_lanes RESTART IDENTITY")
+		exec(`INSERT INTO webhook_outbox (event_type, payload, fanout, created_at)
+			SELECT 'x', '{}', 1, now() - interval '1 minute' + g * interval '1 millisecond' FROM generate_series(1, $1) g`, pending)
+		// A lease that expired without an outcome: taken again, a reclaim.
+		exec(`UPDATE webhook_outbox SET lease_token = gen_random_uuid(), locked_until = now() - interval '1 second' WHERE id = 2`)
+		for i := range events {
+			key := any(nil)
+			if i%4 == 1 {
+				key = "k"
+			}
+			exec(`INSERT INTO webhook_outbox (event_type, payload, ordering_key, created_at)
+				VALUES ('x', '{}', $1, now() - interval '1 second' + $2 * interval '1 millisecond')`, key, i)
+		}
+	}
+	rowsNow := func() string {
+		t.Helper()
+		rows, err := db.Pool.Query(ctx, `SELECT id, fanout, lease_token IS NOT NULL, held, ordering_seq, reclaims, processed
+			FROM webhook_outbox ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		var id int64
+		var fanout, seq *int64
+		var leased, held, processed bool
+		var reclaims int
+		_, err = pgx.ForEachRow(rows, []any{&id, &fanout, &leased, &held, &seq, &reclaims, &processed}, func() error {
+			fmt.Fprintf(&b, "%d:%v/%v/%v/%v/%d/%v ", id, deref(fanout), leased, held, deref(seq), reclaims, processed)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	type result struct {
+		taken, fresh, fanned, deliveries, rows int
+		more, plain                            bool
+		ids, state                             string
+	}
+	run := func(stmt named, q ClaimQuery) result {
+		t.Helper()
+		b, _, plain, err := s.claim(ctx, stmt, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range b.Rows {
+			ids = append(ids, fmt.Sprint(r.ID, r.Reclaimed, r.OrderingKey, r.Sequence))
+		}
+		slices.Sort(ids) // UPDATE … RETURNING has no order of its own (Claim sorts)
+		return result{b.Taken, b.Fresh, b.FannedOut, b.Deliveries, len(b.Rows), b.More, plain, strings.Join(ids, " "), rowsNow()}
+	}
+	cases := 0
+	for _, pending := range []int{0, 3, 10} {
+		for _, events := range []int{0, 1, 12} {
+			for _, limit := range []int{1, 5, 15} {
+				for _, room := range []int{1, 3, 10, 100} {
+					q := ClaimQuery{Limit: limit, Lease: time.Minute, EnvRoom: room, Env: true}
+					name := fmt.Sprintf("pending %d, events %d, limit %d, room %d", pending, events, limit, room)
+					fill(pending, events)
+					p := run(plainClaimStmt, q)
+					fill(pending, events)
+					c := run(claimStmt, q)
+					if p.taken > 0 {
+						cases++
+						if !p.plain || !c.plain {
+							t.Errorf("%s: plain column %v (plain path), %v (claim), want true", name, p.plain, c.plain)
+						}
+					}
+					p.plain, c.plain = false, false
+					if p != c {
+						t.Errorf("%s:\nplain path %+v\nclaim      %+v", name, p, c)
+					}
+				}
+			}
+		}
+	}
+	if cases < 60 {
+		t.Fatalf("the plain path took rows in %d cases only", cases)
+	}
+	// Closed: it takes nothing, and ClaimSQL says so.
+	q := ClaimQuery{Limit: 10, Lease: time.Minute, Env: true}
+	for name, closeIt := range map[string]string{
+		"an enabled endpoint": `INSERT INTO webhook_endpoints (name, url, secret, event_types)
+			VALUES ('other', 'https://h.example.com/', 'whsec_x', '{other.type}')`,
+		"a disabled endpoint's pending delivery": `WITH e AS (INSERT INTO webhook_endpoints (name, url, secret, enabled)
+			VALUES ('off', 'https://h.example.com/', 'whsec_x', false) RETURNING id)
+			INSERT INTO webhook_outbox (event_type, payload, endpoint_id) SELECT 'x', '{}', id FROM e`,
+	} {
+		fill(3, 3)
+		exec(closeIt)
+		before := rowsNow()
+		if p := run(plainClaimStmt, q); p.taken != 0 || p.rows != 0 || p.state != before {
+			t.Errorf("%s: the plain path took %+v", name, p)
+		}
+		if c := run(claimStmt, q); c.taken == 0 || c.plain {
+			t.Errorf("%s: the claim took %d rows, plain %v; want rows and not plain", name, c.taken, c.plain)
+		}
+		exec("DELETE FROM webhook_outbox WHERE endpoint_id IS NOT NULL")
+		exec("DELETE FROM webhook_endpoints")
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "-"
+	}
+	return *p
+}
