@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,21 @@ func (l *lanes) finishing(r webhook.Delivery, kind webhook.Kind) {
 // row ends delivered or dead-lettered.
 func TestOrderingRandomInterleavings(t *testing.T) {
 	t.Parallel()
+	interleavings(t, true)
+}
+
+// The same with only the WEBHOOK_URL endpoint (no endpoint in the table):
+// the claims take the plain path (PlainClaimSQL), keyed events and all,
+// and hold the same properties.
+func TestOrderingRandomInterleavingsURLEndpointOnly(t *testing.T) {
+	t.Parallel()
+	interleavings(t, false)
+}
+
+// interleavings runs the random interleavings, with endpoints in the table
+// (one that events target directly, two fanned out to, one of them
+// 'hold') or with none.
+func interleavings(t *testing.T, endpoints bool) {
 	ctx := context.Background()
 	_, db := setup(t)
 	// The workers' sessions as the worker's (cmd/worker/pooled.go): a lock
@@ -81,10 +97,14 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 		t.Fatal(err)
 	}
 	replays, _ := outbox.New(db.Pool)
-	direct := endpoint(t, db, "direct", true)
-	endpoint(t, db, "fan-a", true)
-	hold := endpoint(t, db, "fan-hold", true)
-	exec(t, db, `UPDATE webhook_endpoints SET ordering = 'hold' WHERE id = $1`, hold)
+	direct, purged := "", "" // purged: the dead letters purged ("": all)
+	if endpoints {
+		direct = endpoint(t, db, "direct", true)
+		endpoint(t, db, "fan-a", true)
+		hold := endpoint(t, db, "fan-hold", true)
+		exec(t, db, `UPDATE webhook_endpoints SET ordering = 'hold' WHERE id = $1`, hold)
+		purged = "fan-hold"
+	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	l := &lanes{inFlight: map[string]int64{}, delivered: map[string][]int64{}, died: map[string]map[int64]bool{}}
@@ -95,7 +115,7 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		for i := range events {
 			key := fmt.Sprintf("k%d", rng.IntN(keys))
-			if rng.IntN(3) == 0 {
+			if rng.IntN(3) == 0 && endpoints {
 				keyed(t, db, direct, fmt.Sprint("d", i), key)
 			} else {
 				keyed(t, db, "", fmt.Sprint("e", i), key)
@@ -106,6 +126,7 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 		}
 	})
 	done, quiet := make(chan struct{}), make(chan struct{})
+	var plainSeen atomic.Bool
 	var working sync.WaitGroup
 	for w := range 3 {
 		working.Go(func() {
@@ -120,6 +141,9 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 				if err != nil {
 					t.Error(err)
 					return
+				}
+				if outbox.PlainOpen(s) {
+					plainSeen.Store(true)
 				}
 				for _, r := range b.Rows {
 					if r.OrderingKey != "" {
@@ -180,7 +204,7 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 			}
 			var err error
 			if rng.IntN(3) == 0 {
-				_, err = replays.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), "fan-hold")
+				_, err = replays.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), purged)
 			} else {
 				_, err = replays.Replay(ctx, outbox.ReplayFilter{})
 			}
@@ -201,7 +225,7 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 			t.Errorf("rows still pending after the deadline: %d", db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"))
 			break
 		}
-		if _, err := s.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), "fan-hold"); err != nil {
+		if _, err := s.PurgeDeadLetters(ctx, time.Now().Add(time.Hour), purged); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -211,6 +235,10 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 
 	for _, e := range l.errs {
 		t.Error(e)
+	}
+	// With endpoints the plain path is never open; without, it is.
+	if plainSeen.Load() == endpoints {
+		t.Errorf("plain path open during the run: %v, with endpoints in the table: %v", plainSeen.Load(), endpoints)
 	}
 	// A lane's deliveries are in sequence order, each once; only a
 	// replayed dead letter of a 'move-on' lane comes back after later ones
