@@ -2,8 +2,12 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +26,14 @@ type lanes struct {
 	inFlight  map[string]int64   // lane: sequence of its row leased and not yet recorded
 	delivered map[string][]int64 // lane: sequences answered 2xx, in the order recorded
 	died      map[string]map[int64]bool
-	errs      []string
+	// order is, by lane and kind of row (events fanned out, "e"; rows
+	// written to the endpoint, "d"), the producer's number of the row each
+	// sequence carries: a key's events enter every lane in the order they
+	// were written, and so do a key's rows to one endpoint (an event
+	// enters at its fan-out, a row to an endpoint at its insert, so the
+	// two kinds interleave as the claims go).
+	order map[string]map[int64]int
+	errs  []string
 }
 
 func (l *lanes) claimed(r webhook.Delivery) {
@@ -33,6 +44,37 @@ func (l *lanes) claimed(r webhook.Delivery) {
 		l.errs = append(l.errs, fmt.Sprintf("lane %s: sequence %d leased while %d is in flight", lane, r.Sequence, seq))
 	}
 	l.inFlight[lane] = r.Sequence
+	// The payload is the producer's name of the row: "e12", "d12".
+	var name string
+	if err := json.Unmarshal(r.Payload, &name); err != nil || len(name) < 2 {
+		l.errs = append(l.errs, fmt.Sprintf("lane %s: payload %q", lane, r.Payload))
+		return
+	}
+	n, _ := strconv.Atoi(name[1:])
+	kind := lane + " (" + name[:1] + ")"
+	if l.order[kind] == nil {
+		l.order[kind] = map[int64]int{}
+	}
+	if was, ok := l.order[kind][r.Sequence]; ok && was != n {
+		l.errs = append(l.errs, fmt.Sprintf("lane %s: sequence %d carries rows %d and %d", kind, r.Sequence, was, n))
+	}
+	l.order[kind][r.Sequence] = n
+}
+
+// inEventOrder lists, for each lane and kind of row, the sequences that do
+// not follow the order in which the producer wrote their rows.
+func (l *lanes) inEventOrder() []string {
+	var errs []string
+	for lane, bySeq := range l.order {
+		seqs := slices.Sorted(maps.Keys(bySeq))
+		for i := 1; i < len(seqs); i++ {
+			if bySeq[seqs[i]] < bySeq[seqs[i-1]] {
+				errs = append(errs, fmt.Sprintf("lane %s: sequence %d is row %d, after sequence %d, row %d",
+					lane, seqs[i], bySeq[seqs[i]], seqs[i-1], bySeq[seqs[i-1]]))
+			}
+		}
+	}
+	return errs
 }
 
 // finishing frees r's lane just before its outcome is written: the next
@@ -107,7 +149,8 @@ func interleavings(t *testing.T, endpoints bool) {
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	l := &lanes{inFlight: map[string]int64{}, delivered: map[string][]int64{}, died: map[string]map[int64]bool{}}
+	l := &lanes{inFlight: map[string]int64{}, delivered: map[string][]int64{}, died: map[string]map[int64]bool{},
+		order: map[string]map[int64]int{}}
 
 	const keys, events = 6, 120
 	var producing sync.WaitGroup
@@ -233,7 +276,7 @@ func interleavings(t *testing.T, endpoints bool) {
 	close(done)
 	working.Wait()
 
-	for _, e := range l.errs {
+	for _, e := range append(l.errs, l.inEventOrder()...) {
 		t.Error(e)
 	}
 	// With endpoints the plain path is never open; without, it is.
