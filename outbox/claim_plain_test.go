@@ -147,3 +147,44 @@ func deref(p *int64) any {
 	}
 	return *p
 }
+
+// The store tries the plain path while claims leave rows behind them, and
+// not after a claim that took everything (the next would most often find
+// nothing, and cost the plain statement and the claim).
+func TestStoreTriesThePlainPathWhileDraining(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	s, err := New(db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(n int) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) SELECT 'x', '{}' FROM generate_series(1, $1)`, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := ClaimQuery{Limit: 10, Lease: time.Minute, Env: true}
+	claim := func() Batch {
+		t.Helper()
+		b, err := s.Claim(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	insert(1)
+	if b := claim(); b.Taken != 1 || PlainOpen(s) {
+		t.Fatalf("a claim that took the one event: taken %d, plain path open %v; want 1, false", b.Taken, PlainOpen(s))
+	}
+	insert(25)
+	for i, want := range []struct {
+		taken int
+		open  bool
+	}{{10, true}, {10, true}, {5, false}} {
+		if b := claim(); b.Taken != want.taken || PlainOpen(s) != want.open {
+			t.Fatalf("claim %d of the 25: taken %d, plain path open %v; want %d, %v", i+1, b.Taken, PlainOpen(s), want.taken, want.open)
+		}
+	}
+}

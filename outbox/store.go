@@ -29,8 +29,8 @@ import (
 // connection only for its own statement.
 type Store struct {
 	pool *pgxpool.Pool
-	// plain says the last claim that found rows found the plain path
-	// open (PlainClaimSQL): the next claim tries it first.
+	// plain says the last claim found the plain path open
+	// (PlainClaimSQL) and left rows behind: the next claim tries it first.
 	plain atomic.Bool
 }
 
