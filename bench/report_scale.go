@@ -74,7 +74,7 @@ func scaleRows(sc *ScaleResult) []scaleRow {
 			scaleRow{"history kept", fmt.Sprintf("%d processed rows, 1 min-6 d old", h.Kept), &h.KeptLatency, &h.KeptDrain,
 				fmt.Sprintf("%s; setup %s", sizes(h.KeptSize), secs(h.KeptSetup)), sc.Around[modeScaleHistory]},
 			scaleRow{"history expired", fmt.Sprintf("%d processed rows, 8-10 d old", h.Expired), &h.ExpiredLatency, &h.ExpiredDrain,
-				fmt.Sprintf("%s; %d left after the runs, %s; after: %s; setup %s", sizes(h.ExpiredSize), h.ExpiredLeft, gone(h),
+				fmt.Sprintf("%s; %d left after the drain, %s; after: %s; setup %s each", sizes(h.ExpiredSize), h.ExpiredLeft, gone(h),
 					sizes(h.AfterSize), secs(h.ExpiredSetup)), sc.Around[modeScaleHistory]})
 	}
 	return append(rows, orderRows(sc)...)
@@ -158,9 +158,9 @@ func sizes(o OutboxSize) string {
 // gone says when the expired rows were gone, or how many were left.
 func gone(h *ScaleHistory) string {
 	if h.Gone {
-		return fmt.Sprintf("all gone %s after the first start", secs(h.GoneAfter))
+		return fmt.Sprintf("all gone %s after the drain's start", secs(h.GoneAfter))
 	}
-	return fmt.Sprintf("%d still there %s after the first start", h.Left, secs(h.GoneAfter))
+	return fmt.Sprintf("%d still there %s after the drain's start", h.Left, secs(h.GoneAfter))
 }
 
 // bytesIEC prints n bytes in KiB, MiB or GiB.
