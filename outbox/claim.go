@@ -77,22 +77,19 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 		b      Batch
 		tokens []webhook.Token
 	}
-	// The plain path is tried while claims find it open and rows left
-	// behind them (a drain): a claim that left nothing is most often
-	// followed by one that finds nothing, which on the plain path would
-	// cost two statements (the plain one, empty, then the claim).
-	draining := func(b Batch) bool { return b.More || b.Taken >= q.Limit }
+	// The plain path is tried while the claims find it open: it says so
+	// also when nothing is due (its status row), so that an empty claim is
+	// one statement. Closed, it takes nothing, and the claim runs.
 	c, err := retryMoved(ctx, func() (claimed, error) {
 		if q.Env && !q.SkipEnv && s.plain.Load() {
-			// When it takes nothing (closed, or nothing due), the claim.
-			b, tokens, _, err := s.claim(ctx, plainClaimStmt, q)
-			if err != nil || b.Taken > 0 {
-				s.plain.Store(err == nil && draining(b))
+			b, tokens, open, err := s.claim(ctx, plainClaimStmt, q)
+			if err != nil || open {
+				s.plain.Store(err == nil)
 				return claimed{b, tokens}, err
 			}
 		}
 		b, tokens, plain, err := s.claim(ctx, claimStmt, q)
-		s.plain.Store(plain && draining(b))
+		s.plain.Store(plain)
 		return claimed{b, tokens}, err
 	})
 	if err != nil {
@@ -121,7 +118,8 @@ var (
 
 // claim runs a claim statement (ClaimSQL or PlainClaimSQL) once and reads
 // its rows; the tokens are those of the batch's broken rows, plain is the
-// statement's plain column (false without rows).
+// statement's plain column (false without rows; PlainClaimSQL's status row
+// says it when it took nothing).
 func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, brokenTokens []webhook.Token, plain bool, err error) {
 	args, err := stmt.args(claimArgs(q))
 	if err != nil {
@@ -142,6 +140,9 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
 		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence, &plain}, func() error {
+		if r.ID == 0 {
+			return nil // PlainClaimSQL's status row: open, nothing due
+		}
 		if fresh {
 			b.Fresh++
 		} else {
