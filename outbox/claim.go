@@ -140,8 +140,11 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
 		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence, &plain}, func() error {
-		if r.ID == 0 {
-			return nil // PlainClaimSQL's status row: open, nothing due
+		if !leased && !fan {
+			// PlainClaimSQL's status row (open, nothing due): every row of
+			// a claim is leased or an event it fanned out. Not told by its
+			// id 0, which a producer may write.
+			return nil
 		}
 		if fresh {
 			b.Fresh++

@@ -24,7 +24,8 @@ const plainCTE = `plain AS (
 // plain (the last) is true on each.
 //
 // When the path is open and nothing is due it returns one row of its own,
-// id 0, which says only that (ClaimSQL would take nothing either): the
+// neither leased nor fanned out (no row of a claim is both), which says
+// only that (ClaimSQL would take nothing either): the
 // store's claim is then this one statement. When the path is not plain it
 // takes nothing and returns no row: Store.claim then runs ClaimSQL, which
 // says in its own plain column whether the next claim may try this one.
