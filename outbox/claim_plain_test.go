@@ -24,17 +24,7 @@ import (
 func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t)
-	s, err := New(db.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, db, exec := plainSetup(t)
 	fill := func(pending, events int) {
 		t.Helper()
 		exec("TRUNCATE webhook_outbox, webhook_ordering_lanes RESTART IDENTITY")
@@ -160,22 +150,10 @@ func deref(p *int64) any {
 func TestStoreStaysOnThePlainPathWhenNothingIsDue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t)
-	s, err := New(db.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := db.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, _, exec := plainSetup(t)
 	insert := func(n int) {
 		t.Helper()
-		if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) SELECT 'x', '{}' FROM generate_series(1, $1)`, n); err != nil {
-			t.Fatal(err)
-		}
+		exec(`INSERT INTO webhook_outbox (event_type, payload) SELECT 'x', '{}' FROM generate_series(1, $1)`, n)
 	}
 	q := ClaimQuery{Limit: 10, Lease: time.Minute, Env: true}
 	claim := func(step string, want int, open bool) {
@@ -207,4 +185,22 @@ func TestStoreStaysOnThePlainPathWhenNothingIsDue(t *testing.T) {
 	claim("closed: the plain statement takes nothing, ClaimSQL the event", 1, false)
 	insert(1)
 	claim("closed stays closed", 1, false)
+}
+
+// plainSetup gives a Store over a fresh database, the database, and exec,
+// which runs a statement there or fails the test.
+func plainSetup(t *testing.T) (*Store, *testdb.DB, func(sql string, args ...any)) {
+	t.Helper()
+	db := testdb.New(t)
+	s, err := New(db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(context.Background(), sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, db, exec
 }

@@ -203,14 +203,15 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	endpoints, keys := lanesOf(outcomes)
-	lanes := pgx.NamedArgs{"endpoints": endpoints, "keys": keys}
-	lock, err := lockLanesStmt.args(lanes)
-	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
-	}
-	promote, err := promoteStmt.args(lanes)
-	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
+	var lock, promote []any // the lanes' statements, only with keyed rows
+	if len(keys) > 0 {
+		lanes := pgx.NamedArgs{"endpoints": endpoints, "keys": keys}
+		if lock, err = lockLanesStmt.args(lanes); err == nil {
+			promote, err = promoteStmt.args(lanes)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("record outcomes: %w", err)
+		}
 	}
 	done, err := retryMoved(ctx, func() (map[int64]bool, error) {
 		done := make(map[int64]bool, len(outcomes))

@@ -30,7 +30,7 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	// plain says the last claim found the plain path open
-	// (PlainClaimSQL) and left rows behind: the next claim tries it first.
+	// (PlainClaimSQL): the next claim tries it first.
 	plain atomic.Bool
 }
 
