@@ -49,8 +49,10 @@ func record(t *testing.T, c *claimer.Claimer, outcomes ...claimer.Outcome) []boo
 	return written
 }
 
+// outcome is r's outcome of kind k, fenced as the completer fences it (a
+// fanned-out delivery without a row of its own by its event's lease).
 func outcome(r claimer.Row, k claimer.Kind) claimer.Outcome {
-	return claimer.Outcome{ID: r.ID, Token: r.Token, Kind: k}
+	return claimer.Outcome{ID: r.ID, Token: r.Token, Kind: k, Event: r.Event, EndpointID: r.EndpointID}
 }
 
 func TestClaim(t *testing.T) {

@@ -67,8 +67,9 @@ func TestFanOut(t *testing.T) {
 		db.Insert(t, "x", `{"n":1}`)
 		db.Insert(t, "y", `{"n":2}`)
 		// The deliveries that fit (the endpoints' room, the claim's limit)
-		// are leased by the same claim; the events are processed (no
-		// WEBHOOK_URL endpoint) and never fanned out again.
+		// are leased by the same claim, without rows of their own yet: the
+		// events are leased, and processed (no WEBHOOK_URL endpoint) once
+		// every delivery's outcome is written; never fanned out again.
 		b := claimQ(t, c, claimer.Query{})
 		if b.FannedOut != 2 || b.Deliveries != 3 || b.Fresh != 3 || len(b.Rows) != 3 || b.Taken != 2 || b.More || len(b.Unrouted) != 0 {
 			t.Fatalf("first claim: %+v", b)
@@ -85,6 +86,18 @@ func TestFanOut(t *testing.T) {
 		}
 		if len(ids) != 3 {
 			t.Fatalf("delivery ids not distinct: %v", ids)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL"); n != 0 {
+			t.Fatalf("%d delivery rows written before their outcomes", n)
+		}
+		if b := claimQ(t, c, claimer.Query{}); b.Taken != 0 || len(b.Rows) != 0 {
+			t.Fatalf("claim while the fan-out is in flight took %+v", b)
+		}
+		for _, r := range b.Rows {
+			record(t, c, outcome(r, claimer.Done))
+		}
+		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL AND processed AND attempt = 1"); n != 3 {
+			t.Fatalf("%d delivery rows in the history, want 3", n)
 		}
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND processed AND fanout IN (1, 2)"); n != 2 {
 			t.Fatalf("%d events recorded fanned out", n)
@@ -313,6 +326,14 @@ func TestFanOut(t *testing.T) {
 						errs <- err
 						return
 					}
+					outcomes := make([]claimer.Outcome, len(b.Rows))
+					for i, r := range b.Rows {
+						outcomes[i] = outcome(r, claimer.Done)
+					}
+					if _, err := c.Record(context.Background(), outcomes); err != nil {
+						errs <- err
+						return
+					}
 				}
 			}()
 		}
@@ -400,7 +421,9 @@ func TestRecordEndpointHealth(t *testing.T) {
 			t.Fatalf("claim: %+v", b)
 		}
 		r := b.Rows[0]
-		record(t, c, claimer.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: 1, Status: 503, Error: "http 503", Health: h})
+		o := outcome(r, kind)
+		o.Attempt, o.Status, o.Error, o.Health = 1, 503, "http 503", h
+		record(t, c, o)
 	}
 	round(claimer.Failing, claimer.Dead)
 	if failing, e := health(); !failing || e != "http 503" {

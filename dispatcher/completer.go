@@ -125,6 +125,9 @@ func (c *completer) flush(ctx context.Context, batch []done) {
 		if d.row.OrderingKey != "" { // its lane, locked in order by the write
 			outcomes[i].EndpointID, outcomes[i].OrderingKey = d.row.EndpointID, d.row.OrderingKey
 		}
+		if d.row.Event != 0 { // its row is written by the outcome, fenced by its event's lease
+			outcomes[i].EndpointID, outcomes[i].Event = d.row.EndpointID, d.row.Event
+		}
 	}
 	for try := 0; ; try++ {
 		start := time.Now()

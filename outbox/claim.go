@@ -139,7 +139,7 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 	var createdAt, prevUntil pgtype.Timestamptz
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
 		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
-		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence, &plain}, func() error {
+		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence, &plain, &r.Event}, func() error {
 		if !leased && !fan {
 			// PlainClaimSQL's status row (open, nothing due): every row of
 			// a claim is leased or an event it fanned out. Not told by its

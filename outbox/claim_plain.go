@@ -81,9 +81,9 @@ SELECT u.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000'::uui
   CASE WHEN u.lease_token IS NULL THEN NULL ELSE u.headers::text END, u.attempt, u.created_at, u.reclaimed,
   '', '', '', '', true, '', 0, '', NULL::timestamptz,
   u.lease_token IS NOT NULL, u.fan, coalesce(u.fanout, 0), false, m.more,
-  CASE WHEN u.lease_token IS NULL THEN '' ELSE coalesce(u.ordering_key, '') END, coalesce(u.ordering_seq, 0), true
+  CASE WHEN u.lease_token IS NULL THEN '' ELSE coalesce(u.ordering_key, '') END, coalesce(u.ordering_seq, 0), true, 0::bigint
 FROM upd u CROSS JOIN more m
 UNION ALL
 SELECT 0::bigint, '00000000-0000-0000-0000-000000000000'::uuid, '', '', NULL::text, NULL::text, 0, NULL::timestamptz, false,
-  '', '', '', '', true, '', 0, '', NULL::timestamptz, false, false, 0, false, false, '', 0::bigint, true
+  '', '', '', '', true, '', 0, '', NULL::timestamptz, false, false, 0, false, false, '', 0::bigint, true, 0::bigint
 WHERE (SELECT ok FROM plain) AND NOT EXISTS (SELECT 1 FROM upd)`

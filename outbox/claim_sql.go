@@ -168,7 +168,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
       THEN @env_room::int - (SELECT count(*) FROM chosen c WHERE c.endpoint_id IS NULL)::int END)) END::int AS n
   FROM webhook_endpoints e WHERE e.enabled
 ), locked AS (SELECT * FROM (
-  SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed
+  SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed, o.ordering_key, o.fan_to, o.fan_done
   FROM webhook_outbox o
   WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND ` + dueHead + `
     AND (o.ordering_key IS NULL OR NOT EXISTS (` + olderKeyedEvent + `))
@@ -182,7 +182,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   UNION ALL
   SELECT l.id, NULL::uuid, @env_room::int > 0 FROM locked l WHERE @env::boolean
 ), events AS (
-  SELECT x.id, x.event_type, x.created_at, x.reclaimed
+  SELECT x.id, x.event_type, x.created_at, x.reclaimed, x.ordering_key, x.fan_to
   FROM (
     SELECT l.*, row_number() OVER w AS k, sum(coalesce(m.n, 0)) OVER w AS upto
     FROM locked l
@@ -207,6 +207,14 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
     f.roomy AND row_number() OVER (PARTITION BY f.roomy ORDER BY f.created_at, f.event_order, f.endpoint_id)
       <= @limit - (SELECT count(*) FROM chosen) AS lease
   FROM offers f
+), lazy AS (
+  SELECT f.event_id AS id, array_agg(f.endpoint_id) AS eps
+  FROM fits f JOIN events ev ON ev.id = f.event_id
+  WHERE NOT @env::boolean AND ev.ordering_key IS NULL AND ev.fan_to IS NULL AND webhook_time_clamp(ev.created_at) = ev.created_at
+  GROUP BY f.event_id HAVING bool_and(f.lease)
+), lazy_rows AS (
+  SELECT nextval('webhook_outbox_id_seq'::regclass) AS id, f.event_id, f.endpoint_id
+  FROM fits f WHERE f.event_id = ANY(ARRAY(SELECT id FROM lazy))
 ), fanned AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, ordering_key, locked_until, lease_token)
   SELECT md5(o.delivery_id::text || '/' || f.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, f.endpoint_id, o.headers,
@@ -215,35 +223,38 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
          CASE WHEN f.lease THEN gen_random_uuid() END
   FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
   WHERE NOT (SELECT only_env FROM plain) AND f.endpoint_id IS NOT NULL AND NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM events))
+    AND f.event_id <> ALL(ARRAY(SELECT id FROM lazy)) AND f.endpoint_id <> ALL(coalesce(o.fan_done, '{}'))
   ORDER BY f.endpoint_id, o.ordering_key
   RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id, ordering_key, ordering_seq
 ), counts AS (
   SELECT event_id, count(*)::int AS n FROM targets WHERE endpoint_id IS NOT NULL GROUP BY event_id
 ), taken AS (
-  SELECT c.id, c.reclaimed, false AS fan, true AS lease, NULL::int AS n FROM chosen c
+  SELECT c.id, c.reclaimed, false AS fan, true AS lease, NULL::int AS n, NULL::uuid[] AS eps FROM chosen c
   UNION ALL
   SELECT l.id, l.reclaimed, true,
     row_number() OVER (ORDER BY l.created_at, l.id) <= least(@env_room::int - (SELECT count(*) FROM chosen c WHERE c.endpoint_id IS NULL),
-      @limit::int - (SELECT count(*) FROM chosen)), 0
+      @limit::int - (SELECT count(*) FROM chosen)), 0, NULL
   FROM locked l WHERE (SELECT only_env FROM plain)
   UNION ALL
-  SELECT ev.id, ev.reclaimed, true, coalesce(env.lease, false), coalesce(counts.n, 0)
+  SELECT ev.id, ev.reclaimed, true, coalesce(env.lease, false) OR lz.id IS NOT NULL, coalesce(counts.n, 0), lz.eps
   FROM events ev
     LEFT JOIN fits env ON env.event_id = ev.id AND env.endpoint_id IS NULL
     LEFT JOIN counts ON counts.event_id = ev.id
+    LEFT JOIN lazy lz ON lz.id = ev.id
   WHERE NOT (SELECT only_env FROM plain)
 ), upd AS (
   UPDATE webhook_outbox o
   SET locked_until = CASE WHEN x.lease THEN now() + @lease_ms * interval '1 millisecond' END,
       lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
       reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
-      fanout = CASE WHEN x.fan THEN x.n + @env::boolean::int ELSE o.fanout END,
-      processed = x.fan AND NOT @env::boolean,
-      processed_at = CASE WHEN x.fan AND NOT @env::boolean THEN now() END
+      fanout = CASE WHEN x.eps IS NOT NULL THEN NULL WHEN x.fan THEN x.n + @env::boolean::int ELSE o.fanout END,
+      fan_to = coalesce(x.eps, o.fan_to),
+      processed = x.fan AND NOT @env::boolean AND x.eps IS NULL,
+      processed_at = CASE WHEN x.fan AND NOT @env::boolean AND x.eps IS NULL THEN now() END
   FROM taken x
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
   RETURNING o.id, o.lease_token, o.delivery_id, o.event_type, o.payload, o.headers, o.attempt, o.created_at, x.reclaimed,
-    o.endpoint_id, x.fan, o.fanout, o.ordering_key, o.ordering_seq
+    o.endpoint_id, x.fan, coalesce(o.fanout, cardinality(x.eps)) AS fanout, o.ordering_key, o.ordering_seq, x.eps IS NOT NULL AS lz
 ), more AS (
   SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
       OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
@@ -255,24 +266,28 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
           AND o.id <> ALL(ARRAY(SELECT id FROM locked))
         ORDER BY o.created_at, o.id LIMIT 1), false) AS more
 ), out AS (
-  SELECT u.id, u.lease_token, u.delivery_id, u.event_type, u.payload, u.headers, u.attempt, u.created_at, u.reclaimed,
-         u.endpoint_id, u.fan, u.fanout, false AS fresh, u.ordering_key, u.ordering_seq
+  SELECT u.id, u.lease_token IS NOT NULL AND NOT u.lz AS leased, u.lease_token, u.delivery_id, u.event_type, u.payload, u.headers,
+         u.attempt, u.created_at, u.reclaimed, u.endpoint_id, u.fan, u.fanout, false AS fresh, u.ordering_key, u.ordering_seq, 0::bigint AS event
   FROM upd u
   UNION ALL
-  SELECT f.id, f.lease_token, f.delivery_id, f.event_type, f.payload, f.headers, f.attempt, f.created_at, false,
-         f.endpoint_id, false, NULL, true, f.ordering_key, f.ordering_seq
+  SELECT f.id, true, f.lease_token, f.delivery_id, f.event_type, f.payload, f.headers, f.attempt, f.created_at, false,
+         f.endpoint_id, false, NULL, true, f.ordering_key, f.ordering_seq, 0
   FROM fanned f WHERE f.lease_token IS NOT NULL
+  UNION ALL
+  SELECT r.id, true, u.lease_token, md5(u.delivery_id::text || '/' || r.endpoint_id::text)::uuid, u.event_type, u.payload, u.headers,
+         1, u.created_at, false, r.endpoint_id, false, NULL, true, NULL, NULL, u.id
+  FROM lazy_rows r JOIN upd u ON u.id = r.event_id
 )
 SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
-  o.event_type, CASE WHEN o.lease_token IS NULL THEN NULL ELSE o.payload::text END,
-  CASE WHEN o.lease_token IS NULL THEN NULL ELSE o.headers::text END, o.attempt, o.created_at, o.reclaimed,
+  o.event_type, CASE WHEN o.leased THEN o.payload::text END,
+  CASE WHEN o.leased THEN o.headers::text END, o.attempt, o.created_at, o.reclaimed,
   coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
   coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END,
-  o.lease_token IS NOT NULL, o.fan, coalesce(o.fanout, 0), o.fresh, m.more,
-  CASE WHEN o.lease_token IS NULL THEN '' ELSE coalesce(o.ordering_key, '') END, coalesce(o.ordering_seq, 0),
-  (SELECT only_env FROM plain) AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL)
+  o.leased, o.fan, coalesce(o.fanout, 0), o.fresh, m.more,
+  CASE WHEN o.leased THEN coalesce(o.ordering_key, '') ELSE '' END, coalesce(o.ordering_seq, 0),
+  (SELECT only_env FROM plain) AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL), o.event
 FROM out o CROSS JOIN more m
   LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id`
 

@@ -212,7 +212,7 @@ func interleavings(t *testing.T, endpoints bool) {
 						l.finishing(r, kind)
 					}
 					o := webhook.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: r.Attempt, Health: webhook.Healthy,
-						EndpointID: r.EndpointID, OrderingKey: r.OrderingKey}
+						EndpointID: r.EndpointID, OrderingKey: r.OrderingKey, Event: r.Event}
 					if kind == webhook.Retry {
 						o.Attempt, o.Health = r.Attempt+1, webhook.Failing
 					}

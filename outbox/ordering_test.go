@@ -29,7 +29,8 @@ func claimAll(t *testing.T, s *outbox.Store, env bool) map[string]webhook.Delive
 // record writes one outcome of kind for r.
 func record(t *testing.T, s *outbox.Store, r webhook.Delivery, kind webhook.Kind) {
 	t.Helper()
-	o := webhook.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: r.Attempt, Health: webhook.Healthy, Started: time.Now()}
+	o := webhook.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: r.Attempt, Health: webhook.Healthy, Started: time.Now(),
+		Event: r.Event, EndpointID: r.EndpointID}
 	switch kind {
 	case webhook.Retry:
 		o.Attempt, o.Health, o.Error = r.Attempt+1, webhook.Failing, "http 503"

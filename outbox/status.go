@@ -48,7 +48,8 @@ const QueueStatusSQL = `WITH pending AS (
   SELECT count(*) FILTER (WHERE ` + DueSQL + ` AND NOT o.held) AS due,
          count(*) FILTER (WHERE o.held) AS waiting,
          count(*) FILTER (WHERE o.created_at > now() AND NOT o.held) AS scheduled,
-         count(*) FILTER (WHERE o.locked_until > now()) AS in_flight,
+         coalesce(sum(coalesce(cardinality(o.fan_to) - coalesce(cardinality(o.fan_done), 0), 1)) FILTER (WHERE o.locked_until > now()), 0)
+           AS in_flight,
          COALESCE(EXTRACT(EPOCH FROM now() - min(webhook_time_clamp(o.created_at)) FILTER (WHERE o.created_at <= now())), 0) AS oldest,
          COALESCE(sum(o.reclaims), 0) AS reclaims
   FROM ` + pendingRowsSQL + ` o
@@ -108,17 +109,28 @@ const noEndpointSQL = `'00000000-0000-0000-0000-000000000000'::uuid`
 // EndpointStatusSQL reads every endpoint of the table, and the WEBHOOK_URL
 // one (DefaultEndpointName) when @env (it is configured) or it has rows:
 // pending rows once (pendingRowsSQL), dead letters
-// once. A row with endpoint_id NULL and fanout NULL is an event not fanned
+// once; an event fanned out in flight (migration 018) counts one row in
+// flight for each endpoint of fan_to not in fan_done while its lease lasts. A row with endpoint_id NULL and fanout NULL is an event not fanned
 // out yet, nobody's delivery. @only, when not empty, keeps the endpoint of
 // that name. The health times are read through webhook_time_clamp.
 const EndpointStatusSQL = `WITH p AS (
-  SELECT o.endpoint_id,
-         count(*) FILTER (WHERE ` + DueSQL + ` AND NOT o.held) AS due,
-         count(*) FILTER (WHERE o.held) AS waiting,
-         count(*) FILTER (WHERE o.created_at > now() AND NOT o.held) AS scheduled,
-         count(*) FILTER (WHERE o.locked_until > now()) AS in_flight
-  FROM ` + pendingRowsSQL + ` o WHERE o.endpoint_id IS NOT NULL OR o.fanout IS NOT NULL
-  GROUP BY o.endpoint_id
+  SELECT endpoint_id, sum(due) AS due, sum(waiting) AS waiting, sum(scheduled) AS scheduled, sum(in_flight) AS in_flight
+  FROM (
+    SELECT o.endpoint_id,
+           count(*) FILTER (WHERE ` + DueSQL + ` AND NOT o.held) AS due,
+           count(*) FILTER (WHERE o.held) AS waiting,
+           count(*) FILTER (WHERE o.created_at > now() AND NOT o.held) AS scheduled,
+           count(*) FILTER (WHERE o.locked_until > now()) AS in_flight
+    FROM ` + pendingRowsSQL + ` o WHERE o.endpoint_id IS NOT NULL OR o.fanout IS NOT NULL
+    GROUP BY o.endpoint_id
+    UNION ALL
+    SELECT x.endpoint_id, 0, 0, 0, count(*)
+    FROM webhook_outbox o CROSS JOIN LATERAL unnest(o.fan_to) AS x(endpoint_id)
+    WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.fan_to IS NOT NULL AND o.locked_until > now()
+      AND x.endpoint_id <> ALL(coalesce(o.fan_done, '{}'))
+    GROUP BY x.endpoint_id
+  ) s
+  GROUP BY endpoint_id
 ), d AS (
   SELECT endpoint_id, count(*) AS dead FROM webhook_dead_letter GROUP BY endpoint_id
 ), e AS (

@@ -35,6 +35,11 @@ type Delivery struct {
 	// a lane delivers one row at a time, in Sequence order.
 	OrderingKey string
 	Sequence    int64
+	// Event is, for a delivery a fan-out handed out without writing its
+	// row (the row is written with its outcome), the id of its event's
+	// row, whose lease (Token) fences it; 0 for a delivery with a row of
+	// its own, the usual case.
+	Event int64
 
 	// EndpointID is the endpoint's uuid text; "" for the WEBHOOK_URL
 	// endpoint, whose other fields below are empty.
@@ -167,6 +172,10 @@ type Outcome struct {
 	AttemptError string
 	// EndpointID and OrderingKey are the row's (Delivery's), set for a row
 	// with an ordering key: the write locks the lanes it moves, in order.
+	// EndpointID is also set with Event.
 	EndpointID  string
 	OrderingKey string
+	// Event is the Delivery's Event: the outcome writes the delivery's row
+	// where the event's lease (Token) still holds (the fence).
+	Event int64
 }

@@ -1,0 +1,307 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
+)
+
+// written tallies the outcomes the store wrote, by delivery id.
+type written struct {
+	mu         sync.Mutex
+	done, dead map[string]int
+	attempts   int // written outcomes that record an attempt
+	inFlight   int // rows claimed without a row of their own (Event set)
+}
+
+func (w *written) add(rows []webhook.Delivery, outcomes []webhook.Outcome, ok []bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, o := range outcomes {
+		if !ok[i] {
+			continue
+		}
+		switch o.Kind {
+		case webhook.Done:
+			w.done[rows[i].DeliveryID]++
+		case webhook.Dead:
+			w.dead[rows[i].DeliveryID]++
+		}
+		if o.Health != webhook.NoAttempt {
+			w.attempts++
+		}
+	}
+}
+
+// Workers fan events out to several endpoints with every outcome at
+// random (delivered, retried, dead-lettered, released, deferred), written
+// one at a time or together, while some claims "crash": their lease is
+// short and some of their rows get no outcome, so that their events are
+// claimed again once the lease ends, and fanned out again to the endpoints
+// whose deliveries had no outcome written. Every delivery (an event and
+// an endpoint subscribed to it) ends delivered or dead-lettered exactly
+// once, as the store wrote it, every event is processed with its fan-out
+// counted, and every written attempt is on record.
+func TestFanOutInFlightRandomInterleavings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db := setup(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "500ms" // as the worker's sessions
+	workers, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer workers.Close()
+	s, err := outbox.New(workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		endpoint(t, db, name, true)
+	}
+	exec(t, db, `UPDATE webhook_endpoints SET event_types = '{x}' WHERE name = 'c'`)
+	endpoint(t, db, "off", false)
+
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	const events, first = 150, 12
+	insert := func(i int) {
+		typ := "x"
+		if i%3 == 0 {
+			typ = "y"
+		}
+		exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, $2::jsonb)`, typ, fmt.Sprintf(`{"n": %d}`, i))
+	}
+	for i := range first {
+		insert(i)
+	}
+	var producing sync.WaitGroup
+	producing.Go(func() {
+		for i := first; i < events; i++ {
+			insert(i)
+		}
+	})
+
+	w := &written{done: map[string]int{}, dead: map[string]int{}}
+	done := make(chan struct{})
+	var working sync.WaitGroup
+	for n := range 3 {
+		working.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(n+1)))
+			for claims := 0; ; claims++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				// Worker 0's first claim crashes whole, on events only.
+				crash := n == 0 && claims == 0 || rng.IntN(10) == 0
+				q := outbox.ClaimQuery{Limit: 1 + rng.IntN(12), Lease: time.Minute, DefaultRoom: 4}
+				if crash {
+					q.Limit, q.Lease = 12, 200*time.Millisecond
+				}
+				b, err := s.Claim(ctx, q)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var rows []webhook.Delivery
+				for _, r := range b.Rows {
+					if r.Event != 0 {
+						w.mu.Lock()
+						w.inFlight++
+						w.mu.Unlock()
+					}
+					if !crash || n != 0 && claims != 0 && rng.IntN(2) == 0 {
+						rows = append(rows, r)
+					}
+				}
+				rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+				together := rng.IntN(2) == 0
+				var batch []webhook.Outcome
+				var batchRows []webhook.Delivery
+				flush := func() bool {
+					if len(batch) == 0 {
+						return true
+					}
+					ok, err := s.Record(ctx, batch)
+					if err != nil {
+						t.Error(err)
+						return false
+					}
+					w.add(batchRows, batch, ok)
+					batch, batchRows = nil, nil
+					return true
+				}
+				for _, r := range rows {
+					o := webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done, Attempt: r.Attempt, Health: webhook.Healthy,
+						Started: time.Now(), Event: r.Event, EndpointID: r.EndpointID}
+					switch k := rng.IntN(20); {
+					case k < 3:
+						o.Kind, o.Attempt, o.Health, o.Error = webhook.Retry, r.Attempt+1, webhook.Failing, "http 503"
+					case k < 4:
+						o.Kind, o.Health, o.Error = webhook.Dead, webhook.Failing, "http 400"
+					case k < 5:
+						o.Kind, o.Health = webhook.Release, webhook.NoAttempt
+					case k < 6:
+						o.Kind, o.Health, o.Delay = webhook.Defer, webhook.NoAttempt, 5*time.Millisecond
+					}
+					batch, batchRows = append(batch, o), append(batchRows, r)
+					if !together && !flush() {
+						return
+					}
+				}
+				if !flush() {
+					return
+				}
+				if b.Taken == 0 && len(b.Rows) == 0 {
+					time.Sleep(5 * time.Millisecond) // nothing due: as the worker waits for a notification
+				}
+			}
+		})
+	}
+	producing.Wait()
+	deadline := time.Now().Add(2 * time.Minute)
+	for db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed") > 0 {
+		if time.Now().After(deadline) {
+			t.Errorf("rows still pending after the deadline: %d", db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"))
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(done)
+	working.Wait()
+
+	// Every delivery the events' subscriptions call for, by its id.
+	rows, err := db.Pool.Query(ctx, `SELECT md5(e.delivery_id::text || '/' || p.id::text)::uuid::text
+		FROM webhook_outbox e JOIN webhook_endpoints p ON p.enabled AND (cardinality(p.event_types) = 0 OR e.event_type = ANY(p.event_types))
+		WHERE e.endpoint_id IS NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != events/3*2+events*2 { // a and b every event, c the x ones
+		t.Fatalf("%d deliveries expected from the subscriptions", len(want))
+	}
+	ended := 0
+	for _, id := range want {
+		if n := w.done[id] + w.dead[id]; n != 1 {
+			t.Errorf("delivery %s: delivered %d times, dead-lettered %d times, want once in all", id, w.done[id], w.dead[id])
+		}
+		ended += w.done[id] + w.dead[id]
+	}
+	if got := len(w.done) + len(w.dead); got != ended {
+		t.Errorf("%d deliveries ended, %d of them of the events' subscriptions", got, ended)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter"); n != len(w.dead) {
+		t.Errorf("%d dead letters, %d written", n, len(w.dead))
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_attempts"); n != w.attempts {
+		t.Errorf("%d attempts on record, %d written", n, w.attempts)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM webhook_outbox e WHERE e.endpoint_id IS NULL AND (NOT e.processed OR e.fanout IS DISTINCT FROM
+		(SELECT count(*) FROM webhook_endpoints p WHERE p.enabled AND (cardinality(p.event_types) = 0 OR e.event_type = ANY(p.event_types))))`); n != 0 {
+		t.Errorf("%d events not processed with their fan-out counted", n)
+	}
+	// Both ways of fanning out ran: deliveries handed out without rows,
+	// and events claimed again after a crash.
+	if w.inFlight == 0 {
+		t.Error("no delivery was handed out without a row of its own")
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND fan_to IS NOT NULL AND reclaims > 0"); n == 0 {
+		t.Error("no event fanned out in flight was claimed again after its lease ended")
+	}
+}
+
+// A fan-out in flight: no delivery row until its outcome, counted in
+// flight by `worker status` (the queue's and each endpoint's), and an
+// outcome for an endpoint removed meanwhile writes no row (its rows went
+// with it) but still counts towards its event's end.
+func TestFanOutInFlightStatusAndRemovedEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	a, b := endpoint(t, db, "a", true), endpoint(t, db, "b", true)
+	endpoint(t, db, "c", true)
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
+	batch, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batch.Rows) != 3 || batch.FannedOut != 1 || batch.Deliveries != 3 || batch.Fresh != 3 {
+		t.Fatalf("claim: %+v", batch)
+	}
+	byName := map[string]webhook.Delivery{}
+	for _, r := range batch.Rows {
+		if r.Event == 0 {
+			t.Fatalf("delivery with a row of its own: %+v", r)
+		}
+		byName[r.EndpointName] = r
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL"); n != 0 {
+		t.Fatalf("%d delivery rows before their outcomes", n)
+	}
+	inFlight := func(want map[string]int64, total int64) {
+		t.Helper()
+		q, err := s.QueueStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.InFlight != total || q.PendingDue != 0 {
+			t.Errorf("queue: in flight %d, due %d; want %d, 0", q.InFlight, q.PendingDue, total)
+		}
+		eps, err := s.EndpointStatus(ctx, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range eps {
+			if e.InFlight != want[e.Name] || e.Pending != 0 {
+				t.Errorf("endpoint %s: in flight %d, due %d; want %d, 0", e.Name, e.InFlight, e.Pending, want[e.Name])
+			}
+		}
+	}
+	inFlight(map[string]int64{"a": 1, "b": 1, "c": 1}, 3)
+
+	outcome := func(r webhook.Delivery, k webhook.Kind) webhook.Outcome {
+		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: k, Attempt: 1, Health: webhook.Healthy, Event: r.Event, EndpointID: r.EndpointID}
+	}
+	if ok, err := s.Record(ctx, []webhook.Outcome{outcome(byName["a"], webhook.Done)}); err != nil || !ok[0] {
+		t.Fatalf("record a: %v %v", ok, err)
+	}
+	inFlight(map[string]int64{"b": 1, "c": 1}, 2)
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed AND endpoint_id = $1 AND delivery_id = $2", a, byName["a"].DeliveryID); n != 1 {
+		t.Fatalf("a's delivery in the history: %d rows", n)
+	}
+
+	exec(t, db, "DELETE FROM webhook_endpoints WHERE id = $1", b)
+	ok, err := s.Record(ctx, []webhook.Outcome{outcome(byName["b"], webhook.Done), outcome(byName["c"], webhook.Done)})
+	if err != nil || !ok[0] || !ok[1] {
+		t.Fatalf("record b (removed) and c: %v %v", ok, err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL"); n != 2 {
+		t.Errorf("%d delivery rows, want a's and c's", n)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND processed AND fanout = 3"); n != 1 {
+		t.Errorf("event not processed with its fan-out of 3")
+	}
+	// A second outcome for the same delivery: its event has ended.
+	if ok, err := s.Record(ctx, []webhook.Outcome{outcome(byName["a"], webhook.Done)}); err != nil || ok[0] {
+		t.Errorf("outcome after the event ended: written %v, %v", ok, err)
+	}
+}
