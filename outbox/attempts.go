@@ -48,13 +48,20 @@ const AttemptsSQL = `SELECT d.attempt, webhook_time_clamp(d.started_at), d.durat
 FROM webhook_attempts d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
 WHERE d.delivery_id = @id::uuid ORDER BY d.started_at, d.id`
 
-// DeliveryStateSQL finds the delivery's row: a pending one first, then a
+// DeliveryStateSQL finds the delivery's row: a pending one first (or a
+// delivery of a fan-out in flight, which has no row until its outcome:
+// migration 018; pending again when its event's lease ended), then a
 // dead letter, then a processed one. The due time is read through
 // webhook_time_clamp.
 const DeliveryStateSQL = `SELECT state, attempt, due, reason, fanout FROM (
   SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END AS state, attempt, webhook_time_clamp(created_at) AS due,
     NULL::text AS reason, 0 AS fanout, 1 AS rank
   FROM webhook_outbox WHERE delivery_id = @id::uuid AND NOT processed
+  UNION ALL
+  SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, 1, webhook_time_clamp(o.created_at), NULL, 0, 1
+  FROM webhook_outbox o CROSS JOIN LATERAL unnest(o.fan_to) AS x(endpoint_id)
+  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.fan_to IS NOT NULL
+    AND x.endpoint_id <> ALL(coalesce(o.fan_done, '{}')) AND md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid = @id::uuid
   UNION ALL
   SELECT 'dead_letter', attempts, NULL, last_error, 0, 2 FROM webhook_dead_letter WHERE delivery_id = @id::uuid
   UNION ALL

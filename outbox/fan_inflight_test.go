@@ -277,6 +277,9 @@ func TestFanOutInFlightStatusAndRemovedEndpoint(t *testing.T) {
 		}
 	}
 	inFlight(map[string]int64{"a": 1, "b": 1, "c": 1}, 3)
+	if _, st, err := s.Attempts(ctx, byName["b"].DeliveryID); err != nil || st.State != outbox.StateInFlight || st.NextAttempt != 1 {
+		t.Errorf("b's delivery: %+v, %v; want in flight, attempt 1", st, err)
+	}
 
 	outcome := func(r webhook.Delivery, k webhook.Kind) webhook.Outcome {
 		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: k, Attempt: 1, Health: webhook.Healthy, Event: r.Event, EndpointID: r.EndpointID}
@@ -285,6 +288,9 @@ func TestFanOutInFlightStatusAndRemovedEndpoint(t *testing.T) {
 		t.Fatalf("record a: %v %v", ok, err)
 	}
 	inFlight(map[string]int64{"b": 1, "c": 1}, 2)
+	if _, st, err := s.Attempts(ctx, byName["a"].DeliveryID); err != nil || st.State != outbox.StateDelivered {
+		t.Errorf("a's delivery: %+v, %v; want delivered", st, err)
+	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed AND endpoint_id = $1 AND delivery_id = $2", a, byName["a"].DeliveryID); n != 1 {
 		t.Fatalf("a's delivery in the history: %d rows", n)
 	}
