@@ -59,9 +59,7 @@ const DeliveryStateSQL = `SELECT state, attempt, due, reason, fanout FROM (
   FROM webhook_outbox WHERE delivery_id = @id::uuid AND NOT processed
   UNION ALL
   SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, 1, webhook_time_clamp(o.created_at), NULL, 0, 1
-  FROM webhook_outbox o CROSS JOIN LATERAL unnest(o.fan_to) AS x(endpoint_id)
-  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.fan_to IS NOT NULL
-    AND x.endpoint_id <> ALL(coalesce(o.fan_done, '{}')) AND md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid = @id::uuid
+  FROM ` + fanOutInFlightSQL + ` AND md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid = @id::uuid
   UNION ALL
   SELECT 'dead_letter', attempts, NULL, last_error, 0, 2 FROM webhook_dead_letter WHERE delivery_id = @id::uuid
   UNION ALL

@@ -135,6 +135,10 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 	b = Batch{Rows: make([]webhook.Delivery, 0, min(q.Limit, 128))}
 	var r webhook.Delivery
 	var leased, fan, fresh bool
+	// The payload and headers of a fan-out in flight come once, on its
+	// event's row, for all its deliveries (which share them: read only).
+	type body struct{ payload, headers []byte }
+	var shared map[int64]body
 	var fanout int
 	var createdAt, prevUntil pgtype.Timestamptz
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
@@ -145,6 +149,12 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 			// a claim is leased or an event it fanned out. Not told by its
 			// id 0, which a producer may write.
 			return nil
+		}
+		if fan && !leased && r.Payload != nil {
+			if shared == nil {
+				shared = map[int64]body{}
+			}
+			shared[r.ID] = body{r.Payload, r.Headers}
 		}
 		if fresh {
 			b.Fresh++
@@ -174,6 +184,15 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 	})
 	if err != nil {
 		return Batch{}, nil, false, fmt.Errorf("claim: %w", err)
+	}
+	for i := range b.Rows {
+		if ev := b.Rows[i].Event; ev != 0 {
+			e, ok := shared[ev]
+			if !ok {
+				return Batch{}, nil, false, fmt.Errorf("claim: delivery %s without its event's payload", b.Rows[i].DeliveryID)
+			}
+			b.Rows[i].Payload, b.Rows[i].Headers = e.payload, e.headers
+		}
 	}
 	return b, brokenTokens, plain, nil
 }

@@ -267,20 +267,21 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
         ORDER BY o.created_at, o.id LIMIT 1), false) AS more
 ), out AS (
   SELECT u.id, u.lease_token IS NOT NULL AND NOT u.lz AS leased, u.lease_token, u.delivery_id, u.event_type, u.payload, u.headers,
-         u.attempt, u.created_at, u.reclaimed, u.endpoint_id, u.fan, u.fanout, false AS fresh, u.ordering_key, u.ordering_seq, 0::bigint AS event
+         u.attempt, u.created_at, u.reclaimed, u.endpoint_id, u.fan, u.fanout, false AS fresh, u.ordering_key, u.ordering_seq, 0::bigint AS event,
+         u.lz
   FROM upd u
   UNION ALL
   SELECT f.id, true, f.lease_token, f.delivery_id, f.event_type, f.payload, f.headers, f.attempt, f.created_at, false,
-         f.endpoint_id, false, NULL, true, f.ordering_key, f.ordering_seq, 0
+         f.endpoint_id, false, NULL, true, f.ordering_key, f.ordering_seq, 0, false
   FROM fanned f WHERE f.lease_token IS NOT NULL
   UNION ALL
-  SELECT r.id, true, u.lease_token, md5(u.delivery_id::text || '/' || r.endpoint_id::text)::uuid, u.event_type, u.payload, u.headers,
-         1, u.created_at, false, r.endpoint_id, false, NULL, true, NULL, NULL, u.id
+  SELECT r.id, true, u.lease_token, md5(u.delivery_id::text || '/' || r.endpoint_id::text)::uuid, u.event_type, NULL, NULL,
+         1, u.created_at, false, r.endpoint_id, false, NULL, true, NULL, NULL, u.id, false
   FROM lazy_rows r JOIN upd u ON u.id = r.event_id
 )
 SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
-  o.event_type, CASE WHEN o.leased THEN o.payload::text END,
-  CASE WHEN o.leased THEN o.headers::text END, o.attempt, o.created_at, o.reclaimed,
+  o.event_type, CASE WHEN o.leased OR o.lz THEN o.payload::text END,
+  CASE WHEN o.leased OR o.lz THEN o.headers::text END, o.attempt, o.created_at, o.reclaimed,
   coalesce(o.endpoint_id::text, ''), coalesce(e.name, ''), coalesce(e.url, ''), coalesce(e.secret, ''),
   coalesce(e.enabled, true), coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END,

@@ -143,7 +143,8 @@ type DeliveryRow struct {
 }
 
 // DeliveryRowSQL finds the row of the delivery or event @id: a dead letter
-// first, then a pending row, then a processed one that was processed in
+// first, then a pending row (or a delivery of a fan-out in flight, which
+// carries its event's payload), then a processed one that was processed in
 // [@from, @to] (the time bounds prune the history to its partitions; the
 // pending partition has no delivery_id index: it is read whole). The
 // payload is cut to @preview characters.
@@ -153,6 +154,9 @@ FROM (
   UNION ALL
   SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END, event_type, payload, headers, 2
   FROM webhook_outbox WHERE NOT processed AND delivery_id = @id::uuid
+  UNION ALL
+  SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, o.event_type, o.payload, o.headers, 2
+  FROM ` + fanOutInFlightSQL + ` AND md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid = @id::uuid
   UNION ALL
   SELECT 'processed', event_type, payload, headers, 3 FROM webhook_outbox
   WHERE processed AND processed_at >= @from AND processed_at <= @to AND delivery_id = @id::uuid

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -239,7 +240,7 @@ func TestFanOutInFlightStatusAndRemovedEndpoint(t *testing.T) {
 	s, db := setup(t)
 	a, b := endpoint(t, db, "a", true), endpoint(t, db, "b", true)
 	endpoint(t, db, "c", true)
-	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{"n": 1}')`)
 	batch, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +281,10 @@ func TestFanOutInFlightStatusAndRemovedEndpoint(t *testing.T) {
 	if _, st, err := s.Attempts(ctx, byName["b"].DeliveryID); err != nil || st.State != outbox.StateInFlight || st.NextAttempt != 1 {
 		t.Errorf("b's delivery: %+v, %v; want in flight, attempt 1", st, err)
 	}
+	if row, ok, err := s.DeliveryRow(ctx, byName["b"].DeliveryID, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 100); err != nil || !ok ||
+		row.Where != outbox.StateInFlight || row.PayloadPreview != `{"n": 1}` {
+		t.Errorf("b's delivery in the console: %+v, %v, %v", row, ok, err)
+	}
 
 	outcome := func(r webhook.Delivery, k webhook.Kind) webhook.Outcome {
 		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: k, Attempt: 1, Health: webhook.Healthy, Event: r.Event, EndpointID: r.EndpointID}
@@ -309,5 +314,43 @@ func TestFanOutInFlightStatusAndRemovedEndpoint(t *testing.T) {
 	// A second outcome for the same delivery: its event has ended.
 	if ok, err := s.Record(ctx, []webhook.Outcome{outcome(byName["a"], webhook.Done)}); err != nil || ok[0] {
 		t.Errorf("outcome after the event ended: written %v, %v", ok, err)
+	}
+}
+
+// The deliveries of fan-outs in flight carry their own event's payload and
+// headers (sent once per event by the claim).
+func TestFanOutInFlightCarriesEachEventsBody(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	endpoint(t, db, "a", true)
+	endpoint(t, db, "b", true)
+	for i := range 4 {
+		exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, headers) VALUES ('x', $1::jsonb, $2::jsonb)`,
+			fmt.Sprintf(`{"n": %d}`, i), fmt.Sprintf(`{"x-n": "%d"}`, i))
+	}
+	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 8, Lease: time.Minute, DefaultRoom: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 8 {
+		t.Fatalf("claim: %+v", b)
+	}
+	seen := map[string]int{}
+	for _, r := range b.Rows {
+		var p struct{ N int }
+		var h map[string]string
+		if r.Event == 0 || json.Unmarshal(r.Payload, &p) != nil || json.Unmarshal(r.Headers, &h) != nil || h["x-n"] != fmt.Sprint(p.N) {
+			t.Fatalf("delivery %+v: payload %s, headers %s", r, r.Payload, r.Headers)
+		}
+		seen[string(r.Payload)]++
+	}
+	if len(seen) != 4 {
+		t.Errorf("payloads: %v, want 4 events twice each", seen)
+	}
+	for p, n := range seen {
+		if n != 2 {
+			t.Errorf("payload %s in %d deliveries, want 2", p, n)
+		}
 	}
 }

@@ -71,7 +71,8 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		"attempts": arr("1", "int"), "delays_ms": arr("0", "bigint"), "statuses": arr("200", "int"), "errors": arr(`""`, "text"),
 		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
 		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean"),
-		"event_of": arr("0", "bigint"), "endpoint_of": arr(`""`, "text"), "events": "'{}'::bigint[]"})
+		"event_of": arr("0", "bigint"), "endpoint_of": arr(`""`, "text"), "events": "'{}'::bigint[]",
+		"own": "'{" + strings.Join(ids, ",") + "}'::bigint[]"})
 	plainSQL, plainArgs := positional(t, outbox.PlainClaimSQL, pgx.NamedArgs{"limit": "100", "lease_ms": "30000", "env_room": "100"})
 	for _, q := range []string{"PREPARE claim_chk AS " + claimSQL, "PREPARE record_chk AS " + recordSQL, "PREPARE plain_chk AS " + plainSQL} {
 		if _, err := conn.Exec(ctx, q); err != nil {

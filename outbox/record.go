@@ -22,8 +22,14 @@ const MaxDelay = 366 * 24 * time.Hour
 // parallel arrays, one element an outcome (see recordArgs), which the
 // driver sends in binary: a JSON array parsed by jsonb_to_recordset cost
 // the server about 2 µs an outcome and the worker as much to encode.
-// @ids are also the rows' ids, so that "o.id = ANY(@ids)" keeps every plan
-// on the primary key whatever the planner guesses of the arrays. released,
+// @own are the ids of the outcomes' rows (those of deliveries with a row
+// of their own), so that "o.id = ANY(@own)" keeps every plan on the
+// primary key whatever the planner guesses of the arrays; the outcomes of
+// a fan-out in flight (@event_of, @endpoint_of; migration 018) have no
+// row yet: held locks their events (@events) under the fence, lz_rows
+// writes their rows where they end, lz_events moves their events on, and
+// a probe of the primary key for their ids would find nothing (a seventh
+// of a batch's time). released,
 // deferred and marked touch only
 // rows still held under the outcome's token (the fence); the retry rows and
 // dead letters come from marked, so they exist exactly for the rows
@@ -68,18 +74,18 @@ const RecordSQL = `WITH r AS (
 ), released AS (
   UPDATE webhook_outbox o SET locked_until = NULL, lease_token = NULL
   FROM r
-  WHERE r.kind = 'release' AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind = 'release' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
 ), deferred AS (
   UPDATE webhook_outbox o
   SET created_at = clock_timestamp() + r.delay_ms * interval '1 millisecond', locked_until = NULL, lease_token = NULL
   FROM r
-  WHERE r.kind = 'defer' AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind = 'defer' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
 ), marked AS (
   UPDATE webhook_outbox o SET processed = true, processed_at = now()
   FROM r
-  WHERE r.mark AND o.id = ANY(@ids) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.mark AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
@@ -205,6 +211,7 @@ func recordArgs(outcomes []webhook.Outcome) pgx.NamedArgs {
 		eventOf                                = make([]int64, n)
 		endpointOf                             = make([]string, n)
 		events                                 = []int64{} // the events of outcomes of deliveries without rows, once each
+		own                                    = make([]int64, 0, n)
 	)
 	for i, o := range outcomes {
 		ids[i], tokens[i], kinds[i] = o.ID, pgtype.UUID{Bytes: o.Token, Valid: true}, string(o.Kind)
@@ -213,7 +220,9 @@ func recordArgs(outcomes []webhook.Outcome) pgx.NamedArgs {
 		started[i] = pgtype.Timestamptz{Time: o.Started, Valid: !o.Started.IsZero()}
 		took[i], classes[i], tryErrs[i] = float64(o.Took.Microseconds())/1000, text(o.AttemptClass), text(o.AttemptError)
 		marks[i] = ends(o.Kind)
-		if o.Event != 0 {
+		if o.Event == 0 {
+			own = append(own, o.ID)
+		} else {
 			eventOf[i], endpointOf[i] = o.Event, o.EndpointID
 			if !slices.Contains(events, o.Event) {
 				events = append(events, o.Event)
@@ -222,7 +231,7 @@ func recordArgs(outcomes []webhook.Outcome) pgx.NamedArgs {
 	}
 	return pgx.NamedArgs{"ids": ids, "tokens": tokens, "kinds": kinds, "attempts": attempts, "delays_ms": delays,
 		"statuses": statuses, "errors": errs, "healths": healths, "started": started, "took_ms": took,
-		"try_classes": classes, "try_errors": tryErrs, "marks": marks, "event_of": eventOf, "endpoint_of": endpointOf, "events": events}
+		"try_classes": classes, "try_errors": tryErrs, "marks": marks, "event_of": eventOf, "endpoint_of": endpointOf, "events": events, "own": own}
 }
 
 // ends says whether an outcome of kind k ends its row: delivered, retried

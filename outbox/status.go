@@ -8,6 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// fanOutInFlightSQL is, as a FROM clause and its WHERE, the deliveries of
+// the fan-outs in flight (migration 018) whose outcome is not written yet:
+// x.endpoint_id of event o, in flight while o's lease lasts. They have no
+// row of their own; their delivery id is
+// md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid. Read
+// through webhook_outbox_events_idx.
+const fanOutInFlightSQL = `webhook_outbox o CROSS JOIN LATERAL unnest(o.fan_to) AS x(endpoint_id)
+  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.fan_to IS NOT NULL
+    AND x.endpoint_id <> ALL(coalesce(o.fan_done, '{}'))`
+
 // DefaultEndpointName is the name the store's reads give the WEBHOOK_URL
 // endpoint, whose rows have endpoint_id NULL (dispatcher.DefaultEndpointName
 // and endpoints.DefaultName are the same name).
@@ -124,10 +134,7 @@ const EndpointStatusSQL = `WITH p AS (
     FROM ` + pendingRowsSQL + ` o WHERE o.endpoint_id IS NOT NULL OR o.fanout IS NOT NULL
     GROUP BY o.endpoint_id
     UNION ALL
-    SELECT x.endpoint_id, 0, 0, 0, count(*)
-    FROM webhook_outbox o CROSS JOIN LATERAL unnest(o.fan_to) AS x(endpoint_id)
-    WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.fan_to IS NOT NULL AND o.locked_until > now()
-      AND x.endpoint_id <> ALL(coalesce(o.fan_done, '{}'))
+    SELECT x.endpoint_id, 0, 0, 0, count(*) FROM ` + fanOutInFlightSQL + ` AND o.locked_until > now()
     GROUP BY x.endpoint_id
   ) s
   GROUP BY endpoint_id
