@@ -45,7 +45,9 @@ type ClaimQuery struct {
 // Batch is what one Claim returns.
 type Batch struct {
 	// Rows are the deliveries leased to the caller, oldest first: rows of
-	// the endpoints' queues and deliveries fanned out by this claim.
+	// the endpoints' queues and deliveries fanned out by this claim. Those
+	// of a fan-out in flight (Event set) share their event's Payload and
+	// Headers: read only.
 	Rows []webhook.Delivery
 	// Taken is how many queue rows and events the claim took: Rows but the
 	// fresh ones, the broken ones, and the events it fanned out.

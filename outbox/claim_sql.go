@@ -79,8 +79,22 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // pending, for the next claims. The event's fanout becomes the number of
 // deliveries made; with a WEBHOOK_URL endpoint (@env) the event row itself
 // is that endpoint's delivery, leased when it fits, else left pending in
-// its queue; without one it is marked processed (fanout 0: unrouted). All of it commits together or not at all, so an
-// event is never fanned out twice or half.
+// its queue; without one it is marked processed (fanout 0: unrouted). All
+// of it commits together or not at all, so an event is never fanned out
+// twice or half.
+//
+// A fan-out in flight (lazy, migration 018): an event without an ordering
+// key, claimed for the first time without @env, whose every delivery fits
+// is not given rows: its row is leased whole (its fanout stays NULL,
+// fan_to lists its endpoints), and each delivery is returned with an id
+// from webhook_outbox_id_seq, the event's lease token and the event's id
+// (the last column), its payload and headers NULL: they come once, on the
+// event's row. RecordSQL writes each delivery's row with its outcome. An
+// event whose lease ended before every outcome was written (fan_to set) is
+// fanned out again the usual way, rows up front, to the endpoints
+// subscribed then but those in fan_done: a delivery whose outcome was
+// written is not made twice. Its created_at must be one the worker can read, or its
+// deliveries could not be dead-lettered as broken rows.
 //
 // With only the WEBHOOK_URL endpoint (@env with room, and no enabled
 // endpoint in the table: plain), each event is its own one delivery, and
