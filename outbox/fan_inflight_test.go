@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/webhook"
@@ -56,20 +55,7 @@ func TestFanOutInFlightRandomInterleavings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, db := setup(t)
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "500ms" // as the worker's sessions
-	workers, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer workers.Close()
-	s, err := outbox.New(workers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := workerStore(t, db)
 	for _, name := range []string{"a", "b", "c"} {
 		endpoint(t, db, name, true)
 	}

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/webhook"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // lanes is the property test's view of what is in flight and what was
@@ -115,29 +117,36 @@ func TestOrderingRandomInterleavingsURLEndpointOnly(t *testing.T) {
 	interleavings(t, false)
 }
 
+// workerStore is a store whose sessions are the worker's
+// (cmd/worker/pooled.go): a lock wait gives up before the deadlock check,
+// and the store runs the statement again. The fixture's own sessions (the
+// producers', the replays') wait.
+func workerStore(t *testing.T, db *testdb.DB) *outbox.Store {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "500ms"
+	workers, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(workers.Close)
+	s, err := outbox.New(workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // interleavings runs the random interleavings, with endpoints in the table
 // (one that events target directly, two fanned out to, one of them
 // 'hold') or with none.
 func interleavings(t *testing.T, endpoints bool) {
 	ctx := context.Background()
 	_, db := setup(t)
-	// The workers' sessions as the worker's (cmd/worker/pooled.go): a lock
-	// wait gives up before the deadlock check, and the store runs the
-	// statement again. The producers' and the replays' wait.
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "500ms"
-	workers, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer workers.Close()
-	s, err := outbox.New(workers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := workerStore(t, db)
 	replays, _ := outbox.New(db.Pool)
 	direct, purged := "", "" // purged: the dead letters purged ("": all)
 	if endpoints {

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,45 +22,16 @@ func TestSIGKILLRoundsFanOutLoseNothing(t *testing.T) {
 	consumers := map[string]*consumer{}
 	for _, name := range []string{"a", "b", "c"} {
 		ok[name] = map[string]bool{}
-		c := newConsumer(t, func(d delivery) int {
-			r := rand.IntN(100)
-			switch {
-			case r < 10:
-				return http.StatusServiceUnavailable
-			case r < 12:
-				<-time.After(1500 * time.Millisecond)
-			default:
-				<-time.After(time.Duration(5+r%20) * time.Millisecond)
-			}
+		c := newConsumer(t, flaky(func(d delivery) {
 			mu.Lock()
 			ok[name][d.ID] = true
 			mu.Unlock()
-			return http.StatusOK
-		})
+		}))
 		addEndpoint(t, db, name, c)
 		consumers[name] = c
 	}
-	env := endpointsOnly(db, map[string]string{"WEBHOOK_MAX_ATTEMPTS": "1000", "WEBHOOK_BACKOFF_BASE_MS": "10",
-		"WEBHOOK_BACKOFF_MAX_MS": "50", "WEBHOOK_TIMEOUT_MS": "2000"})
-	procs := []*process{startProcess(t, env), startProcess(t, env), startProcess(t, env)}
 	const events, rounds = 150, 8
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range events {
-			db.Insert(t, "e", fmt.Sprintf(`{"i":%d}`, i))
-		}
-	}()
-	tick := time.NewTicker(150 * time.Millisecond)
-	for range rounds {
-		<-tick.C
-		i := rand.IntN(len(procs))
-		_ = procs[i].cmd.Process.Signal(syscall.SIGKILL)
-		<-procs[i].done
-		procs[i] = startProcess(t, env)
-	}
-	tick.Stop()
-	<-done
+	killRounds(t, db, endpointsOnly(db, killEnv), events, rounds)
 	waitfor.True(t, 90*time.Second, "everything delivered", func() bool {
 		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed") == 0
 	})

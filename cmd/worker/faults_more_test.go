@@ -80,12 +80,11 @@ func TestNoTransactionOpenAcrossRequests(t *testing.T) {
 // none is lost, and the duplicates are at most the rows the killed workers
 // held in flight (each such row is reclaimed from its expired lease, and
 // counted in webhook_outbox.reclaims).
-func TestSIGKILLRoundsLoseNothing(t *testing.T) {
-	t.Parallel()
-	db := testdb.New(t)
-	var mu sync.Mutex
-	ok := map[string]bool{}
-	c := newConsumer(t, func(d delivery) int {
+// flaky is the consumer of the SIGKILL rounds: 10% of the requests get
+// 503, 2% take 1.5 s, the others 5-24 ms; each answered 200 is passed to
+// delivered.
+func flaky(delivered func(d delivery)) func(d delivery) int {
+	return func(d delivery) int {
 		r := rand.IntN(100)
 		switch {
 		case r < 10:
@@ -95,15 +94,22 @@ func TestSIGKILLRoundsLoseNothing(t *testing.T) {
 		default:
 			<-time.After(time.Duration(5+r%20) * time.Millisecond)
 		}
-		mu.Lock()
-		ok[d.ID] = true
-		mu.Unlock()
+		delivered(d)
 		return http.StatusOK
-	})
-	env := baseEnv(db, c, map[string]string{"WEBHOOK_MAX_ATTEMPTS": "1000", "WEBHOOK_BACKOFF_BASE_MS": "10", "WEBHOOK_BACKOFF_MAX_MS": "50",
-		"WEBHOOK_TIMEOUT_MS": "2000"})
+	}
+}
+
+// killEnv is the workers' settings in the SIGKILL rounds: retries soon and
+// without end, requests cut at 2 s.
+var killEnv = map[string]string{"WEBHOOK_MAX_ATTEMPTS": "1000", "WEBHOOK_BACKOFF_BASE_MS": "10", "WEBHOOK_BACKOFF_MAX_MS": "50",
+	"WEBHOOK_TIMEOUT_MS": "2000"}
+
+// killRounds starts three workers with env, inserts events events of type
+// "e" while SIGKILLing one of them every 150 ms, rounds times (a new one
+// takes its place each time), and returns once every event is inserted.
+func killRounds(t *testing.T, db *testdb.DB, env map[string]string, events, rounds int) {
+	t.Helper()
 	procs := []*process{startProcess(t, env), startProcess(t, env), startProcess(t, env)}
-	const events, rounds = 300, 8
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -121,6 +127,21 @@ func TestSIGKILLRoundsLoseNothing(t *testing.T) {
 	}
 	tick.Stop()
 	<-done
+}
+
+func TestSIGKILLRoundsLoseNothing(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	var mu sync.Mutex
+	ok := map[string]bool{}
+	c := newConsumer(t, flaky(func(d delivery) {
+		mu.Lock()
+		ok[d.ID] = true
+		mu.Unlock()
+	}))
+	env := baseEnv(db, c, killEnv)
+	const events, rounds = 300, 8
+	killRounds(t, db, env, events, rounds)
 	waitfor.True(t, 60*time.Second, "everything delivered", func() bool {
 		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed") == 0
 	})
