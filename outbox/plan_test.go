@@ -73,8 +73,22 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean"),
 		"event_of": arr("0", "bigint"), "endpoint_of": arr(`""`, "text"), "events": "'{}'::bigint[]",
 		"own": "'{" + strings.Join(ids, ",") + "}'::bigint[]"})
+	// The same batch as outcomes of fan-outs in flight (migration 018):
+	// ten events' deliveries, without rows of their own.
+	events := make([]string, 100)
+	for i := range events {
+		events[i] = strconv.Itoa(i/10 + 1)
+	}
+	lazySQL, lazyArgs := positional(t, outbox.RecordSQL, pgx.NamedArgs{
+		"ids": "'{" + strings.Join(ids, ",") + "}'::bigint[]", "tokens": arr(zero, "uuid"), "kinds": arr("done", "text"),
+		"attempts": arr("1", "int"), "delays_ms": arr("0", "bigint"), "statuses": arr("200", "int"), "errors": arr(`""`, "text"),
+		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
+		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean"),
+		"event_of": "'{" + strings.Join(events, ",") + "}'::bigint[]", "endpoint_of": arr(zero, "text"),
+		"events": "'{1,2,3,4,5,6,7,8,9,10}'::bigint[]", "own": "'{}'::bigint[]"})
 	plainSQL, plainArgs := positional(t, outbox.PlainClaimSQL, pgx.NamedArgs{"limit": "100", "lease_ms": "30000", "env_room": "100"})
-	for _, q := range []string{"PREPARE claim_chk AS " + claimSQL, "PREPARE record_chk AS " + recordSQL, "PREPARE plain_chk AS " + plainSQL} {
+	for _, q := range []string{"PREPARE claim_chk AS " + claimSQL, "PREPARE record_chk AS " + recordSQL, "PREPARE plain_chk AS " + plainSQL,
+		"PREPARE lazy_chk AS " + lazySQL} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}
@@ -94,6 +108,11 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 			!strings.Contains(plain, "webhook_outbox_queue_idx") || strings.Contains(plain, "Seq Scan on webhook_outbox") ||
 			strings.Contains(plain, "on webhook_outbox_history") {
 			t.Errorf("%s: plain claim plan:\n%s", mode, plain)
+		}
+		lazy := explain(t, conn, "EXPLAIN EXECUTE lazy_chk("+lazyArgs+")")
+		if held, _, ok := strings.Cut(after(lazy, "CTE held"), "CTE lz"); !ok || !strings.Contains(held, "webhook_outbox_pkey") ||
+			strings.Contains(lazy, "Seq Scan on webhook_outbox") || strings.Contains(lazy, "Scan on webhook_outbox_history") {
+			t.Errorf("%s: record plan of fan-outs in flight:\n%s", mode, lazy)
 		}
 		rec := explain(t, conn, "EXPLAIN EXECUTE record_chk("+recordArgs+")")
 		if strings.Contains(rec, "Seq Scan on webhook_outbox") || strings.Contains(rec, "Scan on webhook_outbox_history") {
