@@ -96,8 +96,8 @@ echo "== audit (every event type) says:"
 cat "$RUN/audit.log"
 echo "== worker status"
 bin/worker status
-echo "== outbox: one row per event, and one per delivery it fanned out to"
-psql "$DATABASE_URL" -c "SELECT o.id, o.event_type, coalesce(e.name, '(event)') AS endpoint, o.fanout, o.delivery_id, o.processed FROM webhook_outbox o LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id ORDER BY o.id"
+echo "== outbox: one row per event, and one per delivery it fanned out to; 'in flight' events were leased whole, their deliveries' rows written with their outcomes (migration 018)"
+psql "$DATABASE_URL" -c "SELECT o.id, o.event_type, coalesce(e.name, '(event)') AS endpoint, o.fanout, o.fan_to IS NOT NULL AS \"in flight\", o.delivery_id, o.processed FROM webhook_outbox o LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id ORDER BY o.id"
 echo "== a few metrics"
 curl -fsS "http://$METRICS_ADDR/metrics" | grep -E '^fluxora_webhook_(deliveries_total\{.*outcome="delivered"|events_fanned_out_total|events_unrouted_total)' || true
 b=$(verified "$RUN/billing.log"); a=$(verified "$RUN/audit.log")
