@@ -91,9 +91,12 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // (the last column), its payload and headers NULL: they come once, on the
 // event's row. RecordSQL writes each delivery's row with its outcome. An
 // event whose lease ended before every outcome was written (fan_to set) is
-// fanned out again the usual way, rows up front, to the endpoints
-// subscribed then but those in fan_done: a delivery whose outcome was
-// written is not made twice. Its created_at must be one the worker can read, or its
+// fanned out again the usual way, rows up front, to the endpoints of
+// fan_to not in fan_done, whatever their subscriptions or state are now
+// (a disabled endpoint's row is taken and dead-lettered, as any), but
+// for those removed since (their rows went with them): a delivery whose
+// outcome was written is not made twice, one whose outcome was not is
+// not lost; its fanout is fan_to's. Its created_at must be one the worker can read, or its
 // deliveries could not be dead-lettered as broken rows.
 //
 // With only the WEBHOOK_URL endpoint (@env with room, and no enabled
@@ -192,7 +195,8 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
 ) l LIMIT @limit), subscribed AS (
   SELECT l.id AS event_id, e.id AS endpoint_id, e.id <> ALL(@skip::uuid[]) AS takes
   FROM locked l JOIN webhook_endpoints e
-    ON e.enabled AND (cardinality(e.event_types) = 0 OR l.event_type = ANY(e.event_types))
+    ON CASE WHEN l.fan_to IS NULL THEN e.enabled AND (cardinality(e.event_types) = 0 OR l.event_type = ANY(e.event_types))
+       ELSE e.id = ANY(l.fan_to) AND e.id <> ALL(coalesce(l.fan_done, '{}')) END
   UNION ALL
   SELECT l.id, NULL::uuid, @env_room::int > 0 FROM locked l WHERE @env::boolean
 ), events AS (
@@ -237,7 +241,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
          CASE WHEN f.lease THEN gen_random_uuid() END
   FROM fits f JOIN webhook_outbox o ON o.id = f.event_id
   WHERE NOT (SELECT only_env FROM plain) AND f.endpoint_id IS NOT NULL AND NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM events))
-    AND f.event_id <> ALL(ARRAY(SELECT id FROM lazy)) AND f.endpoint_id <> ALL(coalesce(o.fan_done, '{}'))
+    AND f.event_id <> ALL(ARRAY(SELECT id FROM lazy))
   ORDER BY f.endpoint_id, o.ordering_key
   RETURNING id, lease_token, delivery_id, event_type, payload, headers, attempt, created_at, endpoint_id, ordering_key, ordering_seq
 ), counts AS (
@@ -261,7 +265,7 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   SET locked_until = CASE WHEN x.lease THEN now() + @lease_ms * interval '1 millisecond' END,
       lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
       reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
-      fanout = CASE WHEN x.eps IS NOT NULL THEN NULL WHEN x.fan THEN x.n + @env::boolean::int ELSE o.fanout END,
+      fanout = CASE WHEN x.eps IS NOT NULL THEN NULL WHEN x.fan THEN coalesce(cardinality(o.fan_to), x.n) + @env::boolean::int ELSE o.fanout END,
       fan_to = coalesce(x.eps, o.fan_to),
       processed = x.fan AND NOT @env::boolean AND x.eps IS NULL,
       processed_at = CASE WHEN x.fan AND NOT @env::boolean AND x.eps IS NULL THEN now() END

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fluxora/webhook-worker/internal/waitfor"
 	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/webhook"
 )
@@ -345,5 +346,59 @@ func TestFanOutInFlightCarriesEachEventsBody(t *testing.T) {
 		if n != 2 {
 			t.Errorf("payload %s in %d deliveries, want 2", p, n)
 		}
+	}
+}
+
+// An event whose fan-out in flight outlived its lease is fanned out again
+// to the deliveries made then and not ended: not to an endpoint whose
+// outcome was written, nor to one added since, and still to one disabled
+// or unsubscribed since (a disabled endpoint's row is taken, for the
+// worker to dead-letter it with the reason); never to one removed.
+func TestFanOutInFlightTakenOverKeepsItsDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	ids := map[string]string{}
+	for _, name := range []string{"done", "disabled", "unsubscribed", "removed", "kept"} {
+		ids[name] = endpoint(t, db, name, true)
+	}
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
+	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: 100 * time.Millisecond, DefaultRoom: 10})
+	if err != nil || len(b.Rows) != 5 {
+		t.Fatalf("claim: %+v, %v", b, err)
+	}
+	var done webhook.Delivery
+	for _, r := range b.Rows {
+		if r.EndpointName == "done" {
+			done = r
+		}
+	}
+	if ok, err := s.Record(ctx, []webhook.Outcome{{ID: done.ID, Token: done.Token, Kind: webhook.Done, Attempt: 1, Health: webhook.Healthy,
+		Event: done.Event, EndpointID: done.EndpointID}}); err != nil || !ok[0] {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	exec(t, db, `UPDATE webhook_endpoints SET enabled = false WHERE name = 'disabled'`)
+	exec(t, db, `UPDATE webhook_endpoints SET event_types = '{y}' WHERE name = 'unsubscribed'`)
+	exec(t, db, `DELETE FROM webhook_endpoints WHERE name = 'removed'`)
+	endpoint(t, db, "added", true)
+	waitfor.True(t, 10*time.Second, "the event's lease ended", func() bool {
+		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND locked_until < now()") == 1
+	})
+	b, err = s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range b.Rows {
+		if r.Event != 0 {
+			t.Errorf("taken over as a fan-out in flight again: %+v", r)
+		}
+		got[r.EndpointName] = r.Enabled
+	}
+	if len(got) != 3 || got["disabled"] || !got["unsubscribed"] || !got["kept"] {
+		t.Errorf("deliveries made again: %v, want disabled (not enabled), unsubscribed and kept", got)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND processed AND fanout = 5 AND reclaims = 1"); n != 1 {
+		t.Errorf("event not processed with its fan-out of 5 after the take-over")
 	}
 }

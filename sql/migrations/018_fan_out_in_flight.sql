@@ -16,9 +16,10 @@
 -- one endpoint's queue. Now it is one insert into the history.
 --
 -- Should the worker stop before every outcome is written, the event's
--- lease expires and the next claim fans it out again the usual way,
--- writing delivery rows up front, but only to the endpoints not in
--- fan_done: a delivery whose outcome was written is not made twice.
+-- lease expires and the next claim writes delivery rows up front, the
+-- usual way, for the endpoints of fan_to not in fan_done (those removed
+-- since aside): a delivery whose outcome was written is not made twice,
+-- one whose outcome was not is not lost.
 --
 -- `worker status` counts those deliveries in flight (fan_to less
 -- fan_done, while the event's lease lasts), by endpoint too. Both columns
