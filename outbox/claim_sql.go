@@ -175,8 +175,6 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   ) c LIMIT @limit) c
 ), chosen AS (
   SELECT * FROM picked ORDER BY rn, created_at, id LIMIT @limit
-), plain AS (
-  SELECT @env::boolean AND @env_room::int > 0 AND NOT EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.enabled) AS only_env
 ), fan_cap AS (
   SELECT CASE WHEN @env::boolean AND @env_room::int <= 0 AND count(*) = 0 THEN 0 ELSE greatest(1, least(
     (@limit::int - (SELECT count(*) FROM chosen)::int) / greatest(1, count(*) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(@skip::uuid[]))
@@ -192,7 +190,10 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   ORDER BY o.created_at, o.id
   LIMIT (SELECT n FROM fan_cap)
   FOR UPDATE SKIP LOCKED
-) l LIMIT @limit), subscribed AS (
+) l LIMIT @limit), plain AS (
+  SELECT @env::boolean AND @env_room::int > 0 AND NOT EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.enabled)
+    AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.fan_to IS NOT NULL) AS only_env
+), subscribed AS (
   SELECT l.id AS event_id, e.id AS endpoint_id, e.id <> ALL(@skip::uuid[]) AS takes
   FROM locked l JOIN webhook_endpoints e
     ON CASE WHEN l.fan_to IS NULL THEN e.enabled AND (cardinality(e.event_types) = 0 OR l.event_type = ANY(e.event_types))

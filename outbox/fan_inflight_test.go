@@ -402,3 +402,42 @@ func TestFanOutInFlightTakenOverKeepsItsDeliveries(t *testing.T) {
 		t.Errorf("event not processed with its fan-out of 5 after the take-over")
 	}
 }
+
+// A fan-out in flight left behind by a configuration with endpoints (its
+// lease ended), claimed by a worker that now has only the WEBHOOK_URL
+// endpoint and no enabled endpoint in the table: the plain path leaves it
+// to the full claim, which makes the delivery still owed to the endpoint
+// disabled since (taken, for the worker to dead-letter it) beside the
+// WEBHOOK_URL endpoint's.
+func TestFanOutInFlightLeftToTheURLEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	endpoint(t, db, "a", true)
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
+	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: 100 * time.Millisecond, DefaultRoom: 10})
+	if err != nil || len(b.Rows) != 1 || b.Rows[0].Event == 0 {
+		t.Fatalf("claim: %+v, %v", b, err)
+	}
+	exec(t, db, `UPDATE webhook_endpoints SET enabled = false`)
+	// Another event, while the first is still in flight: the claim takes
+	// it on its own and opens the plain path.
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
+	q := outbox.ClaimQuery{Limit: 10, Lease: time.Minute, Env: true}
+	if b, err = s.Claim(ctx, q); err != nil || len(b.Rows) != 1 || b.Rows[0].EndpointID != "" || !outbox.PlainOpen(s) {
+		t.Fatalf("claim of the second event: %+v, %v, plain path open %v", b, err, outbox.PlainOpen(s))
+	}
+	waitfor.True(t, 10*time.Second, "the first event's lease ended", func() bool {
+		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fan_to IS NOT NULL AND locked_until < now()") == 1
+	})
+	if b, err = s.Claim(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range b.Rows {
+		got[r.EndpointName] = r.Enabled
+	}
+	if len(got) != 2 || got["a"] || !got[""] {
+		t.Fatalf("deliveries: %v, want a's (disabled) and the WEBHOOK_URL endpoint's", got)
+	}
+}
