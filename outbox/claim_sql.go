@@ -96,7 +96,9 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // (a disabled endpoint's row is taken and dead-lettered, as any), but
 // for those removed since (their rows went with them): a delivery whose
 // outcome was written is not made twice, one whose outcome was not is
-// not lost; its fanout is fan_to's. Its created_at must be one the worker can read, or its
+// not lost; its fanout is fan_to's. Such an event also keeps the claim
+// off its plain branch (it is not the WEBHOOK_URL endpoint's alone). A
+// lazy event's created_at must be one the worker can read, or its
 // deliveries could not be dead-lettered as broken rows.
 //
 // With only the WEBHOOK_URL endpoint (@env with room, and no enabled
