@@ -86,6 +86,8 @@ func TestFanOutInFlightRandomInterleavings(t *testing.T) {
 	w := &written{done: map[string]int{}, dead: map[string]int{}}
 	done := make(chan struct{})
 	var working sync.WaitGroup
+	stop := sync.OnceFunc(func() { close(done); working.Wait() })
+	defer stop() // also when the wait below fails the test
 	for n := range 3 {
 		working.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(n+1)))
@@ -169,16 +171,10 @@ func TestFanOutInFlightRandomInterleavings(t *testing.T) {
 		})
 	}
 	producing.Wait()
-	deadline := time.Now().Add(2 * time.Minute)
-	for db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed") > 0 {
-		if time.Now().After(deadline) {
-			t.Errorf("rows still pending after the deadline: %d", db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"))
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	close(done)
-	working.Wait()
+	waitfor.True(t, 2*time.Minute, "every row processed", func() bool {
+		return db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed") == 0
+	})
+	stop()
 
 	// Every delivery the events' subscriptions call for, by its id.
 	rows, err := db.Pool.Query(ctx, `SELECT md5(e.delivery_id::text || '/' || p.id::text)::uuid::text
