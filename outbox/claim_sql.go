@@ -233,9 +233,6 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
   FROM fits f JOIN events ev ON ev.id = f.event_id
   WHERE NOT @env::boolean AND ev.ordering_key IS NULL AND ev.fan_to IS NULL AND webhook_time_clamp(ev.created_at) = ev.created_at
   GROUP BY f.event_id HAVING bool_and(f.lease)
-), lazy_rows AS (
-  SELECT nextval('webhook_outbox_id_seq'::regclass) AS id, f.event_id, f.endpoint_id
-  FROM fits f WHERE f.event_id = ANY(ARRAY(SELECT id FROM lazy))
 ), fanned AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, ordering_key, locked_until, lease_token)
   SELECT md5(o.delivery_id::text || '/' || f.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, f.endpoint_id, o.headers,
@@ -296,9 +293,10 @@ const ClaimSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
          f.endpoint_id, false, NULL, true, f.ordering_key, f.ordering_seq, 0, false
   FROM fanned f WHERE f.lease_token IS NOT NULL
   UNION ALL
-  SELECT r.id, true, u.lease_token, md5(u.delivery_id::text || '/' || r.endpoint_id::text)::uuid, u.event_type, NULL, NULL,
-         1, u.created_at, false, r.endpoint_id, false, NULL, true, NULL, NULL, u.id, false
-  FROM lazy_rows r JOIN upd u ON u.id = r.event_id
+  SELECT nextval('webhook_outbox_id_seq'::regclass), true, u.lease_token, md5(u.delivery_id::text || '/' || f.endpoint_id::text)::uuid,
+         u.event_type, NULL, NULL, 1, u.created_at, false, f.endpoint_id, false, NULL, true, NULL, NULL, u.id, false
+  FROM upd u JOIN fits f ON f.event_id = u.id
+  WHERE u.lz
 )
 SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uuid), o.delivery_id::text,
   o.event_type, CASE WHEN o.leased OR o.lz THEN o.payload::text END,

@@ -71,7 +71,6 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		"attempts": arr("1", "int"), "delays_ms": arr("0", "bigint"), "statuses": arr("200", "int"), "errors": arr(`""`, "text"),
 		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
 		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean"),
-		"event_of": arr("0", "bigint"), "endpoint_of": arr(`""`, "text"), "events": "'{}'::bigint[]",
 		"own": "'{" + strings.Join(ids, ",") + "}'::bigint[]"})
 	// The same batch as outcomes of fan-outs in flight (migration 018):
 	// ten events' deliveries, without rows of their own.
@@ -79,7 +78,7 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 	for i := range events {
 		events[i] = strconv.Itoa(i/10 + 1)
 	}
-	lazySQL, lazyArgs := positional(t, outbox.RecordSQL, pgx.NamedArgs{
+	lazySQL, lazyArgs := positional(t, outbox.RecordFanSQL, pgx.NamedArgs{
 		"ids": "'{" + strings.Join(ids, ",") + "}'::bigint[]", "tokens": arr(zero, "uuid"), "kinds": arr("done", "text"),
 		"attempts": arr("1", "int"), "delays_ms": arr("0", "bigint"), "statuses": arr("200", "int"), "errors": arr(`""`, "text"),
 		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
