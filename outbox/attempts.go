@@ -59,7 +59,7 @@ const DeliveryStateSQL = `SELECT state, attempt, due, reason, fanout FROM (
   FROM webhook_outbox WHERE delivery_id = @id::uuid AND NOT processed
   UNION ALL
   SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, 1, webhook_time_clamp(o.created_at), NULL, 0, 1
-  FROM ` + fanOutInFlightSQL + ` AND md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid = @id::uuid
+  FROM ` + fanOutInFlightSQL + ` AND x.delivery_id = @id::uuid
   UNION ALL
   SELECT 'dead_letter', attempts, NULL, last_error, 0, 2 FROM webhook_dead_letter WHERE delivery_id = @id::uuid
   UNION ALL

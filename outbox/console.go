@@ -156,7 +156,7 @@ FROM (
   FROM webhook_outbox WHERE NOT processed AND delivery_id = @id::uuid
   UNION ALL
   SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, o.event_type, o.payload, o.headers, 2
-  FROM ` + fanOutInFlightSQL + ` AND md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid = @id::uuid
+  FROM ` + fanOutInFlightSQL + ` AND x.delivery_id = @id::uuid
   UNION ALL
   SELECT 'processed', event_type, payload, headers, 3 FROM webhook_outbox
   WHERE processed AND processed_at >= @from AND processed_at <= @to AND delivery_id = @id::uuid

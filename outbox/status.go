@@ -11,10 +11,11 @@ import (
 // fanOutInFlightSQL is, as a FROM clause and its WHERE, the deliveries of
 // the fan-outs in flight (migration 018) whose outcome is not written yet:
 // x.endpoint_id of event o, in flight while o's lease lasts. They have no
-// row of their own; their delivery id is
-// md5(o.delivery_id::text || '/' || x.endpoint_id::text)::uuid. Read
-// through webhook_outbox_events_idx.
-const fanOutInFlightSQL = `webhook_outbox o CROSS JOIN LATERAL unnest(o.fan_to) AS x(endpoint_id)
+// row of their own; x.delivery_id is the id the claim gave each (as every
+// fan-out's: md5 of the event's id and the endpoint's). Read through
+// webhook_outbox_events_idx.
+const fanOutInFlightSQL = `webhook_outbox o
+  CROSS JOIN LATERAL (SELECT e, md5(o.delivery_id::text || '/' || e::text)::uuid FROM unnest(o.fan_to) AS e) AS x(endpoint_id, delivery_id)
   WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.fan_to IS NOT NULL
     AND x.endpoint_id <> ALL(coalesce(o.fan_done, '{}'))`
 
@@ -120,8 +121,9 @@ const noEndpointSQL = `'00000000-0000-0000-0000-000000000000'::uuid`
 // one (DefaultEndpointName) when @env (it is configured) or it has rows:
 // pending rows once (pendingRowsSQL), dead letters
 // once; an event fanned out in flight (migration 018) counts one row in
-// flight for each endpoint of fan_to not in fan_done while its lease lasts. A row with endpoint_id NULL and fanout NULL is an event not fanned
-// out yet, nobody's delivery. @only, when not empty, keeps the endpoint of
+// flight for each endpoint of fan_to not in fan_done while its lease
+// lasts (fanOutInFlightSQL). A row with endpoint_id NULL and fanout NULL
+// is an event not fanned out yet, nobody's delivery. @only, when not empty, keeps the endpoint of
 // that name. The health times are read through webhook_time_clamp.
 const EndpointStatusSQL = `WITH p AS (
   SELECT endpoint_id, sum(due) AS due, sum(waiting) AS waiting, sum(scheduled) AS scheduled, sum(in_flight) AS in_flight
