@@ -123,8 +123,9 @@ const noEndpointSQL = `'00000000-0000-0000-0000-000000000000'::uuid`
 // once; an event fanned out in flight (migration 018) counts one row in
 // flight for each endpoint of fan_to not in fan_done while its lease
 // lasts (fanOutInFlightSQL). A row with endpoint_id NULL and fanout NULL
-// is an event not fanned out yet, nobody's delivery. @only, when not empty, keeps the endpoint of
-// that name. The health times are read through webhook_time_clamp.
+// is an event not fanned out yet, nobody's delivery. @only, when not
+// empty, keeps the endpoint of that name. The health times are read
+// through webhook_time_clamp.
 const EndpointStatusSQL = `WITH p AS (
   SELECT endpoint_id, sum(due) AS due, sum(waiting) AS waiting, sum(scheduled) AS scheduled, sum(in_flight) AS in_flight
   FROM (
