@@ -160,7 +160,8 @@ func (w *worker) ready(ctx context.Context) error {
 
 func (w *worker) logStarted() {
 	cfg := w.cfg
-	w.log.Info("worker: started", "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
+	b := readBuildInfo()
+	w.log.Info("worker: started", "version", b.Version, "revision", b.Revision, "go", b.GoVersion, "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
 		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
 		"lease", w.lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
 		"gates", gatesSummary(cfg), "database_path", w.path.String(), "trust", cfg.Trust.String())

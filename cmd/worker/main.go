@@ -8,6 +8,7 @@
 //	worker attempts   every attempt of one delivery
 //	worker keys ...   generate a key, re-encrypt the stored secrets
 //	worker console    the operator console in the browser
+//	worker version    the build: version, VCS revision and time, Go version
 //
 // Exit codes: 0 success; 1 runtime failure (database unreachable, shutdown
 // timeout exceeded); 2 bad usage or configuration; 3 schema not migrated.
@@ -49,6 +50,7 @@ var topCommands = []command{
 	{"attempts", "DELIVERY_ID [--json]", "every attempt of one delivery, across retries and replays"},
 	{"keys", "", "the key file that encrypts the stored secrets"},
 	{"console", "[--addr HOST:PORT]", "serve the operator console (WEBHOOK_CONSOLE_TOKEN_FILE required)"},
+	{"version", "", "the worker's version, VCS revision and Go version"},
 }
 
 // topRunners dispatches the commands of topCommands ("" runs the
@@ -64,7 +66,7 @@ func topRunners() map[string]runFunc {
 		},
 		"migrate": runMigrate, "status": runStatus, "dlq": runDLQ, "endpoints": runEndpoints, "attempts": runAttempts,
 		"keys":    runKeys,
-		"console": runConsole,
+		"console": runConsole, "version": runVersion,
 	}
 }
 
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "help", "-h", "--help":
 		return runHelp(ctx, args, getenv, stdout, stderr)
+	case "--version":
+		return runVersion(ctx, args, getenv, stdout, stderr)
 	}
 	if r, ok := topRunners()[cmd]; ok {
 		return r(ctx, args, getenv, stdout, stderr)

@@ -53,6 +53,7 @@ type worker struct {
 func newWorker(ctx context.Context, cfg config, log *slog.Logger) (*worker, error) {
 	w := &worker{cfg: cfg, log: log, reg: prometheus.NewRegistry(), lease: leaseFor(cfg)}
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	readBuildInfo().register(w.reg)
 	if err := w.build(ctx); err != nil {
 		w.Close()
 		return nil, err
