@@ -97,7 +97,7 @@ func endpointsStore(ctx context.Context, getenv func(string) string, stderr io.W
 // commands that store a secret or a client key: without
 // WEBHOOK_SECRETS_KEY_FILE they exit 2, before connecting.
 func sealingStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*endpoints.Store, func(), int) {
-	k, err := secretsKeyring(getenv)
+	k, err := secretsKeyring(getenv, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", name, err)
 		return nil, nil, exitUsage
