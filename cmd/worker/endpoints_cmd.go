@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/webhook"
@@ -47,7 +48,7 @@ const retryRPSMax = endpoints.RetryRPSMax
 
 var endpointsUsage = synopsis("worker endpoints", endpointsCommands) + `
 An endpoint receives the events of the types it subscribes to (--events;
-omitted, "" or "*": every type), signed with its own secret. Without
+omitted or "*": every type; an empty list is refused), signed with its own secret. Without
 --secret, add generates one (whsec_ + base64 of 32 random bytes) and prints
 it once: store it then, no command shows it again. --secret-file reads it
 from a file instead (its first line; /dev/stdin for a pipe), so that it
@@ -137,11 +138,17 @@ func endpointsFail(stderr io.Writer, cmd, name string, err error) int {
 	return exitFailure
 }
 
-// parseEvents reads --events: "a,b" (spaces around types ignored); "" or
-// "*" for every type.
+// parseEvents reads a given --events: "a,b" (spaces around types ignored),
+// or "*" for every type. A value that lists no type ("", or only commas
+// and blanks) is refused: it reads as "no events" but stored as an empty
+// list it would subscribe to every type. Omitting --events, or "*", is how
+// every type is asked for.
 func parseEvents(v string) ([]string, error) {
-	if strings.TrimSpace(v) == "" || strings.TrimSpace(v) == "*" {
+	if strings.TrimSpace(v) == "*" {
 		return []string{}, nil
+	}
+	if strings.TrimFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) == "" {
+		return nil, fmt.Errorf(`--events: %q lists no event type (omit --events, or give "*", for every type)`, v)
 	}
 	var out []string
 	for _, t := range strings.Split(v, ",") {
@@ -155,6 +162,13 @@ func parseEvents(v string) ([]string, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // oneName parses flags around the one positional NAME.
@@ -177,7 +191,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	fs := endpointsFlags("add", stderr)
 	name := fs.String("name", "", "endpoint name (required)")
 	u := fs.String("url", "", "endpoint URL (required)")
-	events := fs.String("events", "", "subscribed event types, comma-separated (default: every type)")
+	events := fs.String("events", "", `subscribed event types, comma-separated ("*" or omitted: every type)`)
 	sf := secretFlags(fs, "signing secret")
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
@@ -191,10 +205,13 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 			return exitUsage
 		}
 	}
-	types, err := parseEvents(*events)
-	if err != nil {
-		fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
-		return exitUsage
+	types := []string{} // every type
+	if flagGiven(fs, "events") {
+		var err error
+		if types, err = parseEvents(*events); err != nil {
+			fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
+			return exitUsage
+		}
 	}
 	secret, generated, code := sf.value("add", stderr)
 	if code != exitOK {
@@ -305,7 +322,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 func endpointsUpdate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := endpointsFlags("update", stderr)
 	u := fs.String("url", "", "new URL")
-	events := fs.String("events", "", `subscribed event types, comma-separated ("" or "*": every type)`)
+	events := fs.String("events", "", `subscribed event types, comma-separated ("*": every type)`)
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", "", orderingUsage)
