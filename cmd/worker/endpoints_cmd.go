@@ -234,7 +234,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
-	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s)\n", e.Name, e.ID, eventsText(e.EventTypes), certText(e))
+	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s)\n", e.Name, e.ID, cell(eventsText(e.EventTypes)), certText(e))
 	if generated {
 		fmt.Fprintf(stdout, "secret (shown once): %s\n", secret)
 	}
@@ -313,7 +313,8 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		case e.FailingSince != nil:
 			note = "failing since " + e.FailingSince.UTC().Format(time.RFC3339) + ": " + e.LastError
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.URL, eventsText(e.EventTypes), enabled, rps, e.Ordering, prev, note)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)), enabled, rps,
+			cell(e.Ordering), prev, cell(note))
 	}
 	_ = w.Flush()
 	return exitOK
@@ -380,8 +381,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	if e.RetryRPS > 0 {
 		rpsText = fmt.Sprint(e.RetryRPS)
 	}
-	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s\n", e.Name, displayURL(e.URL),
-		eventsText(e.EventTypes), rpsText, e.Ordering, certText(e))
+	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s\n", e.Name, cell(displayURL(e.URL)),
+		cell(eventsText(e.EventTypes)), rpsText, e.Ordering, certText(e))
 	return exitOK
 }
 
