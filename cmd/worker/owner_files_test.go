@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,14 @@ func TestKeyFileOwnerOnly(t *testing.T) {
 			if len(cfg.Trust.Warnings) != 1 || !strings.HasPrefix(cfg.Trust.Warnings[0], warning) ||
 				strings.Count(stderr.String(), warning) != 1 || !strings.Contains(stderr.String(), "chmod 0600") {
 				t.Fatalf("mode %04o: warnings %q, stderr %q; want one %q", tc.mode, cfg.Trust.Warnings, stderr.String(), warning)
+			}
+			// The worker logs it once at start (here, before it finds no
+			// database).
+			var logs strings.Builder
+			env["DATABASE_URL"] = "postgres://127.0.0.1:1/none?connect_timeout=5"
+			run(context.Background(), nil, func(k string) string { return env[k] }, io.Discard, &logs)
+			if strings.Count(logs.String(), "can be read by its group or others") != 1 || !strings.Contains(logs.String(), `"level":"WARN"`) {
+				t.Fatalf("mode %04o: the worker logged\n%s\nwant one warning", tc.mode, logs.String())
 			}
 		})
 	}
