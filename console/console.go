@@ -25,7 +25,7 @@ const (
 	// SessionTTLDefault is how long a login lasts.
 	SessionTTLDefault = 12 * time.Hour
 	// TokenMinLength is the shortest token New accepts, in bytes.
-	TokenMinLength = 16
+	TokenMinLength = 32
 	// WindowDefault is the span of the overview's figures (an hour).
 	WindowDefault = time.Hour
 	// AttemptsLimitDefault is how many attempts an endpoint page lists.
@@ -111,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	case cfg.Store == nil || cfg.Endpoints == nil:
 		return nil, errors.New("console: Store and Endpoints are required")
 	case len(cfg.Token) < TokenMinLength:
-		return nil, errors.New("console: Token must be at least 16 bytes")
+		return nil, errors.New("console: Token must be at least 32 bytes (TokenMinLength)")
 	}
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, SessionTTLDefault)
 	cfg.Window = cmp.Or(cfg.Window, WindowDefault)

@@ -20,7 +20,7 @@ import (
 )
 
 // testToken is the console's token in the tests.
-const testToken = "console-test-token-0123456789"
+const testToken = "console-test-token-0123456789abcdef"
 
 // catalog satisfies console.Endpoints with the store's own statements (the
 // worker's adapter goes through package endpoints, a leaf this package may

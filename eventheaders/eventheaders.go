@@ -78,12 +78,13 @@ func Parse(text []byte) ([]Field, error) {
 // Check returns why h may not be sent, naming the header, or nil.
 // The rules, and the error texts, are those of the SQL function
 // webhook_headers_problem, which checks webhook_outbox.headers at insert
-// (sql/migrations/007_event_headers.sql): at most Max headers; then,
+// (sql/migrations/007_event_headers.sql, redefined by
+// 020_header_name_fold.sql): at most Max headers; then,
 // in order, each name an HTTP token and not one the worker or the transport
-// owns (case-insensitively: Content-Type, Content-Length, Host, User-Agent,
-// x-fluxora-*, webhook-*, and the hop-by-hop Connection, Keep-Alive,
-// Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
-// Transfer-Encoding, Upgrade), each value valid UTF-8 without control
+// owns (case-insensitively and with "_" read as "-": Content-Type,
+// Content-Length, Host, User-Agent, x-fluxora-*, webhook-*, and the
+// hop-by-hop Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate,
+// Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade), each value valid UTF-8 without control
 // characters, no name given twice in another case; and at most
 // MaxBytes of names and values. The texts never quote a value.
 func Check(h []Field) error {
@@ -108,7 +109,7 @@ func headerProblem(before []Field, f Field) string {
 	if !isToken(f.Name) {
 		return quote(f.Name) + ": a header name must be an HTTP token"
 	}
-	if why := reservedHeader(strings.ToLower(f.Name)); why != "" {
+	if why := reservedHeader(foldName(f.Name)); why != "" {
 		return quote(f.Name) + " may not be set: " + why
 	}
 	if !validValue(f.Value) {
@@ -126,8 +127,17 @@ func valueProblem(name string) string {
 	return quote(name) + ": the value must be a string without CR, LF or control characters"
 }
 
-// reservedHeader says why the lower-case name lower is not the producer's to
-// set, or "".
+// foldName is name as the servers that read "_" as "-" see it (CGI and
+// WSGI turn both into "_" in HTTP_* variables, some proxies rewrite one
+// into the other), in lower case: "Webhook_Signature" would reach such a
+// consumer as a second webhook-signature, so the reserved names are judged
+// on this form. The name is still sent as given.
+func foldName(name string) string {
+	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
+}
+
+// reservedHeader says why the folded name lower (foldName) is not the
+// producer's to set, or "".
 func reservedHeader(lower string) string {
 	switch {
 	case lower == "content-type", lower == "content-length", lower == "host", lower == "user-agent":

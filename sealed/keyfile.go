@@ -1,7 +1,6 @@
 package sealed
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -10,20 +9,34 @@ import (
 	"strings"
 )
 
-// maxKeyFileBytes bounds what ParseKeyFile reads (64 KiB: about a
-// thousand keys).
-const maxKeyFileBytes = 64 << 10
+// MaxKeyFileBytes is the largest key file ParseKeyFile reads (64 KiB:
+// about a thousand keys). A larger one is refused, not cut: a cut file
+// could lose the keys that open some stored credentials, or end inside a
+// key.
+const MaxKeyFileBytes = 64 << 10
+
+// errKeyFileTooLarge is ParseKeyFile's error for a file over
+// MaxKeyFileBytes.
+var errKeyFileTooLarge = errors.New("is over 64 KiB (one key a line; about a thousand keys fit): refused, not cut")
 
 // ParseKeyFile reads a key file: one key a line, "ID:BASE64", the base64
 // (standard, padded or not) of KeySize random bytes; the first line's key
-// seals, every key opens. Blank lines and lines starting with # are
-// skipped. An id is 1-64 letters, digits, ".", "_" or "-", each at most
-// once. Errors name the line, never its key.
+// seals, every key opens. Each line is trimmed of the spaces, tabs and CR
+// around it; blank lines and lines starting with # are skipped. A file
+// over MaxKeyFileBytes is refused. An id is 1-64 letters, digits, ".",
+// "_" or "-", each at most once. Errors name the line, never its key.
 func ParseKeyFile(r io.Reader) (*Keyring, error) {
+	text, err := io.ReadAll(io.LimitReader(r, MaxKeyFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(text) > MaxKeyFileBytes {
+		return nil, errKeyFileTooLarge
+	}
 	k := &Keyring{keys: map[string][]byte{}}
-	sc := bufio.NewScanner(io.LimitReader(r, maxKeyFileBytes))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	for i, line := range strings.Split(string(text), "\n") {
+		n := i + 1
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -36,9 +49,6 @@ func ParseKeyFile(r io.Reader) (*Keyring, error) {
 		}
 		k.ids = append(k.ids, id)
 		k.keys[id] = key
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	if len(k.ids) == 0 {
 		return nil, errors.New("holds no key (one line ID:BASE64 of 32 random bytes; worker keys generate prints one)")

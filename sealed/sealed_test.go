@@ -122,6 +122,20 @@ func TestParseKeyFile(t *testing.T) {
 	if err != nil || k.Primary() != "a" || len(k.IDs()) != 2 {
 		t.Fatalf("ParseKeyFile: %v, %v", k.IDs(), err)
 	}
+	// Lines are trimmed of the spaces, tabs and CR around them.
+	k, err = sealed.ParseKeyFile(strings.NewReader(" \t" + good + " \t\r\n\t" + second + "  "))
+	if err != nil || k.Primary() != "a" || len(k.IDs()) != 2 {
+		t.Fatalf("ParseKeyFile of padded lines: %v, %v", k, err)
+	}
+	// A file of exactly MaxKeyFileBytes is read; one byte more is refused,
+	// not cut (a cut file would have been read as the key alone).
+	pad := func(n int) string { return good + "\n" + strings.Repeat("#", n-len(good)-1) }
+	if _, err := sealed.ParseKeyFile(strings.NewReader(pad(sealed.MaxKeyFileBytes))); err != nil {
+		t.Fatalf("ParseKeyFile of %d bytes: %v", sealed.MaxKeyFileBytes, err)
+	}
+	if _, err := sealed.ParseKeyFile(strings.NewReader(pad(sealed.MaxKeyFileBytes + 1))); err == nil || !strings.Contains(err.Error(), "over 64 KiB") {
+		t.Fatalf("ParseKeyFile of %d bytes: %v, want it refused", sealed.MaxKeyFileBytes+1, err)
+	}
 	key := strings.SplitN(good, ":", 2)[1]
 	for _, tc := range []struct{ text, want string }{
 		{"", "holds no key"},

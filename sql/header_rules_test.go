@@ -66,6 +66,21 @@ var headerCases = []struct{ json, problem string }{
 	{`{"Trailer": "x"}`, `"Trailer" may not be set: it is a hop-by-hop header`},
 	{`{"Transfer-Encoding": "chunked"}`, `"Transfer-Encoding" may not be set: it is a hop-by-hop header`},
 	{`{"Upgrade": "websocket"}`, `"Upgrade" may not be set: it is a hop-by-hop header`},
+	// Reserved names are judged with "_" read as "-", as CGI, WSGI and some
+	// proxies read them: each of these would reach such a consumer as one
+	// of the worker's headers.
+	{`{"X_Fluxora_Event": "forged"}`, `"X_Fluxora_Event" may not be set: x-fluxora-* headers are the worker's`},
+	{`{"Webhook_Signature": "v1,x"}`, `"Webhook_Signature" may not be set: webhook-* headers are the worker's`},
+	{`{"webhook_id": "x"}`, `"webhook_id" may not be set: webhook-* headers are the worker's`},
+	{`{"X-Fluxora_Signature": "v1=x"}`, `"X-Fluxora_Signature" may not be set: x-fluxora-* headers are the worker's`},
+	{`{"x_fluxora-attempt": "9"}`, `"x_fluxora-attempt" may not be set: x-fluxora-* headers are the worker's`},
+	{`{"Content_Type": "text/plain"}`, `"Content_Type" may not be set: the worker sets it`},
+	{`{"transfer_encoding": "chunked"}`, `"transfer_encoding" may not be set: it is a hop-by-hop header`},
+	{`{"Proxy_Authorization": "Basic x"}`, `"Proxy_Authorization" may not be set: it is a hop-by-hop header`},
+	{`{"Keep_Alive": "1"}`, `"Keep_Alive" may not be set: it is a hop-by-hop header`},
+	// Not reserved, folded or not; two names that differ by "_" and "-"
+	// are two headers, as before.
+	{`{"x_trace": "1", "x-trace": "2", "Webhooks_Id": "x", "X_Fluxora": "y"}`, ""},
 	{`{"traceparent": "00-a\r\nx-fluxora-event: forged"}`, `"traceparent": the value must be a string without CR, LF or control characters`},
 	{`{"traceparent": "a\nb"}`, `"traceparent": the value must be a string without CR, LF or control characters`},
 	{`{"x-tab": "a\tb"}`, `"x-tab": the value must be a string without CR, LF or control characters`},

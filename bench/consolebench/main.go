@@ -185,7 +185,7 @@ func populate(ctx context.Context, pool *pgxpool.Pool, o options) error {
 // startConsole starts `worker console` on a free loopback port with a
 // token file, and returns its base URL and token.
 func startConsole(ctx context.Context, bin string, env []string, dir string) (base, token string, stop func(), err error) {
-	token = "consolebench-token-0123456789"
+	token = "consolebench-token-0123456789abcdef"
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		return "", "", nil, err

@@ -108,7 +108,7 @@ func printAttempts(out io.Writer, id string, list []outbox.Attempt, st outbox.De
 				text = *a.Error
 			}
 			fmt.Fprintf(w, "%d\t%s\t%.1f ms\t%s\t%s\t%s\t%s\n", a.Attempt, a.StartedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
-				a.DurationMS, a.Endpoint, status, class, text)
+				a.DurationMS, cell(a.Endpoint), status, cell(class), cell(text))
 		}
 		_ = w.Flush()
 	}
@@ -120,7 +120,7 @@ func printAttempts(out io.Writer, id string, list []outbox.Attempt, st outbox.De
 	case outbox.StateDelivered:
 		fmt.Fprintln(out, "now: delivered")
 	case outbox.StateDeadLetter:
-		fmt.Fprintf(out, "now: dead-lettered (%s); worker dlq replay %s sends it again\n", st.Reason, id)
+		fmt.Fprintf(out, "now: dead-lettered (%s); worker dlq replay %s sends it again\n", cell(st.Reason), id)
 	case outbox.StateFannedOut:
 		fmt.Fprintf(out, "now: an event fanned out to %d endpoint deliveries, each with a delivery id of its own (worker dlq list, the consumer's x-fluxora-delivery-id)\n", st.FanOut)
 	default:

@@ -20,8 +20,9 @@ const consoleUsage = `usage: worker console [--addr HOST:PORT]
 
 Serves the operator console (pages and a JSON API under /api/) at --addr,
 else WEBHOOK_CONSOLE_ADDR, default 127.0.0.1:8089. It needs DATABASE_URL
-and WEBHOOK_CONSOLE_TOKEN_FILE: a file whose first line is the token (at
-least 16 characters) every request must present, as
+and WEBHOOK_CONSOLE_TOKEN_FILE: a file (mode 0600 or 0400) whose first
+line is the token (at least 32 characters, 12 of them distinct) every
+request must present, as
 "Authorization: Bearer TOKEN" or through the login form's session cookie.
 With WEBHOOK_CONSOLE_TLS_CERT_FILE and WEBHOOK_CONSOLE_TLS_KEY_FILE it
 serves HTTPS. Runs until SIGINT or SIGTERM. See README.md, "Console".
@@ -49,12 +50,9 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprint(stderr, tokenHowTo)
 		return exitUsage
 	}
-	token, err := readSecretFile(cenv.TokenFile)
-	if err == nil && len(token) < console.TokenMinLength {
-		err = fmt.Errorf("the token in %s is shorter than %d characters", cenv.TokenFile, console.TokenMinLength)
-	}
+	token, err := readTokenFile(cenv.TokenFile, func(w string) { fmt.Fprintf(stderr, "worker console: warning: %s\n", w) })
 	if err != nil {
-		fmt.Fprintf(stderr, "worker console: WEBHOOK_CONSOLE_TOKEN_FILE: %v\n\n%s", err, tokenHowTo)
+		fmt.Fprintf(stderr, "worker console: %v\n\n%s", err, tokenHowTo)
 		return exitUsage
 	}
 	if *addr != "" {
@@ -69,7 +67,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	// Rotating a secret stores it sealed: without WEBHOOK_SECRETS_KEY_FILE
 	// the console refuses that action (endpoints.ErrNoSealer), nothing else.
 	var sealer endpoints.Sealer
-	if k, err := secretsKeyring(getenv); err == nil {
+	if k, err := secretsKeyring(getenv, stderr); err == nil {
 		sealer = keyringSealer{k}
 	} else if !errors.Is(err, errNoKeyFile) {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)

@@ -33,12 +33,13 @@ func TestConsoleNeedsToken(t *testing.T) {
 }
 
 // worker console serves the console at the address it prints, to the
-// bearer token of its file only, and stops with its context.
+// bearer token of its file only (the line trimmed of the blanks around
+// it), and stops with its context.
 func TestConsoleServes(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef-console\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(" 0123456789abcdef-console-token-ok \t\r\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"DATABASE_URL": db.URL, "WEBHOOK_CONSOLE_TOKEN_FILE": tokenFile}
@@ -58,7 +59,7 @@ func TestConsoleServes(t *testing.T) {
 	for _, tc := range []struct {
 		token string
 		want  int
-	}{{"0123456789abcdef-console", http.StatusOK}, {"0123456789abcdef-consolf", http.StatusUnauthorized}} {
+	}{{"0123456789abcdef-console-token-ok", http.StatusOK}, {"0123456789abcdef-console-token-ol", http.StatusUnauthorized}} {
 		req, _ := http.NewRequest("GET", base+"api/endpoints", nil)
 		req.Header.Set("Authorization", "Bearer "+tc.token)
 		res, err := http.DefaultClient.Do(req)

@@ -34,6 +34,9 @@ func runDispatcher(ctx context.Context, getenv func(string) string, stderr io.Wr
 		return exitUsage
 	}
 	log := newLogger(cfg, stderr)
+	for _, w := range cfg.Trust.Warnings {
+		log.Warn("worker: configuration", "warning", w)
+	}
 	if err := runWorker(ctx, cfg, log); err != nil {
 		log.Error("worker: stopped", "error", err)
 		return stoppedCode(err)

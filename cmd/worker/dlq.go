@@ -111,8 +111,8 @@ func dlqList(ctx context.Context, args []string, getenv func(string) string, std
 		if d.LastStatus != nil {
 			status = fmt.Sprint(*d.LastStatus)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.DeliveryID, d.Endpoint, d.Event, d.Attempts, status, d.DiedAt.UTC().Format(time.RFC3339),
-			laneText(d), d.LastError)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.DeliveryID, cell(d.Endpoint), cell(d.Event), d.Attempts, status,
+			d.DiedAt.UTC().Format(time.RFC3339), cell(laneText(d)), cell(d.LastError))
 	}
 	_ = w.Flush()
 	return exitOK

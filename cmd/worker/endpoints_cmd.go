@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/webhook"
@@ -47,7 +48,7 @@ const retryRPSMax = endpoints.RetryRPSMax
 
 var endpointsUsage = synopsis("worker endpoints", endpointsCommands) + `
 An endpoint receives the events of the types it subscribes to (--events;
-omitted, "" or "*": every type), signed with its own secret. Without
+omitted or "*": every type; an empty list is refused), signed with its own secret. Without
 --secret, add generates one (whsec_ + base64 of 32 random bytes) and prints
 it once: store it then, no command shows it again. --secret-file reads it
 from a file instead (its first line; /dev/stdin for a pipe), so that it
@@ -97,7 +98,7 @@ func endpointsStore(ctx context.Context, getenv func(string) string, stderr io.W
 // commands that store a secret or a client key: without
 // WEBHOOK_SECRETS_KEY_FILE they exit 2, before connecting.
 func sealingStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string) (*endpoints.Store, func(), int) {
-	k, err := secretsKeyring(getenv)
+	k, err := secretsKeyring(getenv, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", name, err)
 		return nil, nil, exitUsage
@@ -137,11 +138,17 @@ func endpointsFail(stderr io.Writer, cmd, name string, err error) int {
 	return exitFailure
 }
 
-// parseEvents reads --events: "a,b" (spaces around types ignored); "" or
-// "*" for every type.
+// parseEvents reads a given --events: "a,b" (spaces around types ignored),
+// or "*" for every type. A value that lists no type ("", or only commas
+// and blanks) is refused: it reads as "no events" but stored as an empty
+// list it would subscribe to every type. Omitting --events, or "*", is how
+// every type is asked for.
 func parseEvents(v string) ([]string, error) {
-	if strings.TrimSpace(v) == "" || strings.TrimSpace(v) == "*" {
+	if strings.TrimSpace(v) == "*" {
 		return []string{}, nil
+	}
+	if strings.TrimFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) == "" {
+		return nil, fmt.Errorf(`--events: %q lists no event type (omit --events, or give "*", for every type)`, v)
 	}
 	var out []string
 	for _, t := range strings.Split(v, ",") {
@@ -155,6 +162,13 @@ func parseEvents(v string) ([]string, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // oneName parses flags around the one positional NAME.
@@ -177,7 +191,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	fs := endpointsFlags("add", stderr)
 	name := fs.String("name", "", "endpoint name (required)")
 	u := fs.String("url", "", "endpoint URL (required)")
-	events := fs.String("events", "", "subscribed event types, comma-separated (default: every type)")
+	events := fs.String("events", "", `subscribed event types, comma-separated ("*" or omitted: every type)`)
 	sf := secretFlags(fs, "signing secret")
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
@@ -191,10 +205,13 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 			return exitUsage
 		}
 	}
-	types, err := parseEvents(*events)
-	if err != nil {
-		fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
-		return exitUsage
+	types := []string{} // every type
+	if flagGiven(fs, "events") {
+		var err error
+		if types, err = parseEvents(*events); err != nil {
+			fmt.Fprintf(stderr, "worker endpoints add: %v\n", err)
+			return exitUsage
+		}
 	}
 	secret, generated, code := sf.value("add", stderr)
 	if code != exitOK {
@@ -217,7 +234,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
-	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s)\n", e.Name, e.ID, eventsText(e.EventTypes), certText(e))
+	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s)\n", e.Name, e.ID, cell(eventsText(e.EventTypes)), certText(e))
 	if generated {
 		fmt.Fprintf(stdout, "secret (shown once): %s\n", secret)
 	}
@@ -296,7 +313,8 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		case e.FailingSince != nil:
 			note = "failing since " + e.FailingSince.UTC().Format(time.RFC3339) + ": " + e.LastError
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.URL, eventsText(e.EventTypes), enabled, rps, e.Ordering, prev, note)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)), enabled, rps,
+			cell(e.Ordering), prev, cell(note))
 	}
 	_ = w.Flush()
 	return exitOK
@@ -305,7 +323,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 func endpointsUpdate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := endpointsFlags("update", stderr)
 	u := fs.String("url", "", "new URL")
-	events := fs.String("events", "", `subscribed event types, comma-separated ("" or "*": every type)`)
+	events := fs.String("events", "", `subscribed event types, comma-separated ("*": every type)`)
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", "", orderingUsage)
@@ -363,8 +381,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	if e.RetryRPS > 0 {
 		rpsText = fmt.Sprint(e.RetryRPS)
 	}
-	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s\n", e.Name, displayURL(e.URL),
-		eventsText(e.EventTypes), rpsText, e.Ordering, certText(e))
+	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s\n", e.Name, cell(displayURL(e.URL)),
+		cell(eventsText(e.EventTypes)), rpsText, e.Ordering, certText(e))
 	return exitOK
 }
 

@@ -150,6 +150,13 @@ func TestEndpointsRefusals(t *testing.T) {
 		{[]string{"add", "--name", "x"}, exitUsage, "--url is required"},
 		{[]string{"add", "--name", "x", "--url", ok, "--events", "a,,b"}, exitUsage, "--events: an empty event type"},
 		{[]string{"add", "--name", "x", "--url", ok, "--events", "a,*"}, exitUsage, `--events: "*"`},
+		// An empty list would subscribe to every type: refused, on add and
+		// update alike ("*" or no --events asks for every type).
+		{[]string{"add", "--name", "x", "--url", ok, "--secret", cliSecret, "--events", ""}, exitUsage, `--events: "" lists no event type`},
+		{[]string{"add", "--name", "x", "--url", ok, "--secret", cliSecret, "--events", " , ,"}, exitUsage, `--events: " , ," lists no event type`},
+		{[]string{"add", "--name", "x", "--url", ok, "--secret", cliSecret, "--events= "}, exitUsage, `--events: " " lists no event type`},
+		{[]string{"update", "taken", "--events", ""}, exitUsage, `--events: "" lists no event type`},
+		{[]string{"update", "taken", "--events", ",\t"}, exitUsage, `--events: ",\t" lists no event type`},
 		{[]string{"add", "--name", "x", "--url", ok, "--events", "a\x01"}, exitUsage, "--events: \"a\\x01\": each type must be 1-255 bytes"},
 		{[]string{"add", "--name", "x", "--url", ok, "--retry-rps", "-1"}, exitUsage, "-retry-rps: must be a whole number from 0 to 1000000"},
 		{[]string{"add", "--name", "x", "--url", ok, "--retry-rps", "many"}, exitUsage, "retry-rps"},

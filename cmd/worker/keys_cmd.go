@@ -93,7 +93,7 @@ func reseal(ctx context.Context, args []string, getenv func(string) string, stdo
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	k, err := secretsKeyring(getenv)
+	k, err := secretsKeyring(getenv, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker %s: %v\n", name, err)
 		return exitUsage

@@ -89,9 +89,9 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	fmt.Fprintf(w, "listening workers\t%d\n", s.ListeningWorkers)
 	if c := s.Circuit; c != nil {
 		if c.Error != "" {
-			fmt.Fprintf(w, "circuit (%s)\tunknown: %s\n", c.Consumer, c.Error)
+			fmt.Fprintf(w, "circuit (%s)\tunknown: %s\n", cell(c.Consumer), cell(c.Error))
 		} else {
-			fmt.Fprintf(w, "circuit (%s)\t%s, %d failures\n", c.Consumer, c.State, c.Failures)
+			fmt.Fprintf(w, "circuit (%s)\t%s, %d failures\n", cell(c.Consumer), cell(c.State), c.Failures)
 		}
 	}
 	_ = w.Flush()

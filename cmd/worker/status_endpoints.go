@@ -90,7 +90,7 @@ func certExpiry(notAfter *time.Time, now time.Time) string {
 	return fmt.Sprintf("until %s (%d days)", notAfter.UTC().Format(time.RFC3339), int(left.Hours()/24))
 }
 
-// printEndpoints writes the endpoints' table.
+// printEndpoints writes the endpoints' table, its texts through cell.
 func printEndpoints(out io.Writer, eps []endpointStatus) {
 	now := time.Now()
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -117,8 +117,8 @@ func printEndpoints(out io.Writer, eps []endpointStatus) {
 		if e.BlockedKeys > 0 {
 			blocked = fmt.Sprintf("%d (oldest %s)", e.BlockedKeys, secs(e.BlockedOldestSecs))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", e.Name, state, e.Pending, e.InFlight, e.Scheduled, e.Waiting,
-			blocked, e.DeadLetters, circuit, certExpiry(e.ClientCertNotAfter, now), last)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", cell(e.Name), cell(state), e.Pending, e.InFlight, e.Scheduled, e.Waiting,
+			blocked, e.DeadLetters, cell(circuit), certExpiry(e.ClientCertNotAfter, now), cell(last))
 	}
 	_ = w.Flush()
 }
