@@ -108,7 +108,7 @@ func clientName(host string) (string, error) {
 	for i := 0; i < len(host); i++ {
 		if host[i] >= 0x80 {
 			a, err := idna.Lookup.ToASCII(host)
-			if err != nil {
+			if err != nil || a == "" { // "" when every character is one IDNA drops
 				return "", ErrIDNA
 			}
 			return a, nil
