@@ -26,10 +26,14 @@ func TestGuardClassifiesEveryRange(t *testing.T) {
 		def, allow, noLop string // "" allowed, else the class
 	}{
 		// public
-		{"203.0.113.7", "", "", ""},
 		{"8.8.8.8", "", "", ""},
-		{"2001:db8::1", "", "", ""},
-		{"::ffff:203.0.113.7", "", "", ""},
+		{"1.1.1.1", "", "", ""},
+		{"2606:4700::1111", "", "", ""},
+		{"::ffff:8.8.8.8", "", "", ""},
+		{"64:ff9b::808:808", "", "", ""}, // NAT64 of 8.8.8.8
+		{"2002:808:808::1", "", "", ""},  // 6to4 of 8.8.8.8
+		{"::808:808", "", "", ""},        // IPv4-compatible 8.8.8.8
+		{"::ffff:0:808:808", "", "", ""}, // SIIT 8.8.8.8
 		// always refused, the allow list notwithstanding
 		{"169.254.169.254", "link-local", "link-local", "link-local"},
 		{"169.254.0.1", "link-local", "link-local", "link-local"},
@@ -66,6 +70,26 @@ func TestGuardClassifiesEveryRange(t *testing.T) {
 		{"64:ff9b::a00:1", "private", "private", "private"},   // NAT64 of 10.0.0.1
 		{"2002:c0a8:101::1", "private", "private", "private"}, // 6to4 of 192.168.1.1
 		{"64:ff9b::c612:1", "benchmarking", "benchmarking", "benchmarking"},
+		{"64:ff9b:1::a00:1", "private", "private", "private"},  // local-use NAT64 of 10.0.0.1
+		{"64:ff9b:1::a01:1", "private", "reserved", "private"}, // 10.1/16 is allowed, the prefix is not
+		{"64:ff9b:1::a9fe:a9fe", "link-local", "link-local", "link-local"},
+		{"64:ff9b:1::808:808", "reserved", "reserved", "reserved"}, // the translator's own
+		{"::a00:1", "private", "private", "private"},               // IPv4-compatible 10.0.0.1
+		{"::a01:1", "private", "", "private"},
+		{"::a9fe:a9fe", "link-local", "link-local", "link-local"},
+		{"::ffff:0:a00:1", "private", "private", "private"}, // SIIT 10.0.0.1
+		{"::ffff:0:a9fe:a9fe", "link-local", "link-local", "link-local"},
+		{"::0.0.0.2", "unspecified", "unspecified", "unspecified"},
+		// special-purpose: refused unless allowed
+		{"203.0.113.7", "reserved", "reserved", "reserved"},
+		{"192.0.2.1", "reserved", "reserved", "reserved"},
+		{"240.0.0.1", "reserved", "reserved", "reserved"},
+		{"::ffff:203.0.113.7", "reserved", "reserved", "reserved"},
+		{"2001:db8::1", "reserved", "reserved", "reserved"},
+		{"2001::1", "reserved", "reserved", "reserved"}, // Teredo
+		{"3fff::1", "reserved", "reserved", "reserved"},
+		{"100::1", "reserved", "reserved", "reserved"}, // discard-only
+		{"4000::1", "reserved", "reserved", "reserved"},
 		// loopback: allowed unless denied, in every form
 		{"127.0.0.1", "", "", "loopback"},
 		{"127.1.2.3", "", "", "loopback"},
@@ -73,6 +97,8 @@ func TestGuardClassifiesEveryRange(t *testing.T) {
 		{"::ffff:127.0.0.1", "", "", "loopback"},
 		{"64:ff9b::7f00:1", "", "", "loopback"},
 		{"2002:7f00:1::1", "", "", "loopback"},
+		{"::127.0.0.1", "", "", "loopback"},
+		{"::ffff:0:7f00:1", "", "", "loopback"},
 	} {
 		a := netip.MustParseAddr(tc.addr)
 		for _, g := range []struct {
@@ -98,7 +124,7 @@ func TestControlRefusesAndCounts(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	g := egress.New(egress.Config{DenyLoopback: true, Registerer: reg})
-	if err := g.Control("tcp4", "203.0.113.7:443", nil); err != nil {
+	if err := g.Control("tcp4", "8.8.8.8:443", nil); err != nil {
 		t.Fatalf("public address refused: %v", err)
 	}
 	for _, addr := range []string{"127.0.0.1:8080", "[::1]:443", "169.254.169.254:80", "[fe80::1%eth0]:80"} {

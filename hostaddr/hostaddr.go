@@ -10,13 +10,25 @@
 // endpoint host ever needs DNS to learn that it was an IP address, and no
 // spelling slips an address past the guard.
 //
-// It imports only the standard library, so that every package may share it.
+// A host written with other characters than ASCII is first mapped as Go's
+// HTTP client maps it before it dials or asks a proxy to CONNECT: IDNA
+// (UTS #46) with the Lookup profile of golang.org/x/net/idna, the profile
+// net/http uses. So "１０．０．０．１", "10.0.0.①" and "10。0。0。1" are
+// 10.0.0.1 here as they are on the wire; a non-ASCII host that cannot be
+// mapped is refused (the client would send it raw, and it would mean
+// whatever the resolver or proxy makes of it).
+//
+// It imports the standard library and golang.org/x/net/idna (which the
+// standard library itself vendors for net/http), so that every package may
+// share it.
 package hostaddr
 
 import (
 	"errors"
 	"net/netip"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrInvalid is returned for a host that ends in a number but is not an
@@ -31,42 +43,76 @@ var ErrNotIPv6 = errors.New("is not a valid host: not an IPv6 address")
 // ".a"); one trailing dot is allowed.
 var ErrEmptyLabel = errors.New("is not a valid host: it has an empty label")
 
-// Parse reads host, the host of a URL without its port (an IPv6 address
-// with or without its brackets). ok is false for a name, which is left to
-// DNS; for an IP address in any spelling it returns the address. A zone
-// ("fe80::1%eth0") and an empty label are refused.
-func Parse(host string) (addr netip.Addr, ok bool, err error) {
+// ErrIDNA is returned for a host with characters other than ASCII that
+// IDNA cannot map (a disallowed character, or one that maps to ASCII
+// punctuation, such as "⒈" to "1." or "：" to ":").
+var ErrIDNA = errors.New("is not a valid host: not a valid internationalized name")
+
+// Host is a URL host as Go's HTTP client will use it.
+type Host struct {
+	// Name is the host the client dials or names in CONNECT and Host: an
+	// IP address in its canonical form (IPv6 without brackets), else the
+	// name, mapped to ASCII by IDNA when it was not ASCII (an ASCII name is
+	// left as written: the client does not change it either).
+	Name string
+	// Addr is the address of an IP host, in any spelling; invalid for a
+	// name, which is left to DNS.
+	Addr netip.Addr
+}
+
+// Canonical reads host, the host of a URL without its port (an IPv6
+// address with or without its brackets), as the HTTP client will use it:
+// mapped by IDNA when it is not ASCII, then read as an IP address in every
+// spelling. It is the one reading of a host: the URL rules, the dialer and
+// the egress guard all judge what it returns. A zone ("fe80::1%eth0"), an
+// empty label and a host that ends in a number but is no IPv4 address are
+// refused.
+func Canonical(host string) (Host, error) {
 	if strings.HasPrefix(host, "[") || strings.Contains(host, ":") {
 		h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 		a, err := netip.ParseAddr(h)
 		if err != nil || !a.Is6() || a.Zone() != "" {
-			return netip.Addr{}, false, ErrNotIPv6
+			return Host{}, ErrNotIPv6
 		}
-		return a, true, nil
+		return Host{Name: a.String(), Addr: a}, nil
 	}
-	host = strings.ToLower(host)
-	if strings.HasPrefix(host, ".") || strings.Contains(host, "..") {
-		return netip.Addr{}, false, ErrEmptyLabel
+	name, err := clientName(host)
+	if err != nil {
+		return Host{}, err
 	}
-	if !endsInNumber(host) {
-		return netip.Addr{}, false, nil
+	h := strings.ToLower(name)
+	if strings.HasPrefix(h, ".") || strings.Contains(h, "..") {
+		return Host{}, ErrEmptyLabel
 	}
-	a, ok := parseIPv4(host)
+	if !endsInNumber(h) {
+		return Host{Name: name}, nil
+	}
+	a, ok := parseIPv4(h)
 	if !ok {
-		return netip.Addr{}, false, ErrInvalid
+		return Host{}, ErrInvalid
 	}
-	return a, true, nil
+	return Host{Name: a.String(), Addr: a}, nil
 }
 
-// Canonical is host as a dialer wants it: an IP address in its canonical
-// form (IPv6 without brackets), or the name as given.
-func Canonical(host string) (string, error) {
-	a, ok, err := Parse(host)
-	switch {
-	case err != nil:
-		return "", err
-	case ok:
-		return a.String(), nil
+// Parse is Canonical for callers that want only the address: ok is false
+// for a name.
+func Parse(host string) (addr netip.Addr, ok bool, err error) {
+	h, err := Canonical(host)
+	return h.Addr, h.Addr.IsValid(), err
+}
+
+// clientName is host as net/http sends it: unchanged when ASCII, else
+// idna.Lookup.ToASCII's result. net/http falls back to the raw host when
+// the mapping fails; here that is refused instead.
+func clientName(host string) (string, error) {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 {
+			a, err := idna.Lookup.ToASCII(host)
+			if err != nil || a == "" { // "" when every character is one IDNA drops
+				return "", ErrIDNA
+			}
+			return a, nil
+		}
 	}
 	return host, nil
 }

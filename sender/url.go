@@ -27,12 +27,16 @@ var (
 // URLs, and http URLs only when the host is a loopback address (localhost,
 // 127.0.0.0/8 or ::1, in any spelling hostaddr reads as one). It refuses
 // other schemes, a missing host, a host that ends in a number but is no
-// IPv4 address (hostaddr), a port outside 1-65535, embedded credentials
+// IPv4 address or that IDNA cannot map (hostaddr), a port outside 1-65535, embedded credentials
 // (userinfo), fragments and spaces (webhook_url_problem in the database
 // applies the same rules). Its errors never quote the URL, so they are safe
 // to log even when raw holds a password. The URL it returns has the host as
-// the dialer wants it: an IP address in any spelling becomes its canonical
-// form ("http://2130706433/" is "http://127.0.0.1/"), as a browser's would.
+// the HTTP client will use it (hostaddr.Canonical): a name not in ASCII is
+// mapped by IDNA ("https://bücher.example/" is
+// "https://xn--bcher-kva.example/"), and an IP address in any spelling
+// becomes its canonical form ("http://2130706433/" and "http://127.0.0.①/"
+// are "http://127.0.0.1/"), so what is judged is what is dialled, or named
+// to a proxy in CONNECT.
 func ValidateURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errURLEmpty
@@ -54,20 +58,19 @@ func ValidateURL(raw string) (*url.URL, error) {
 	case !strings.HasPrefix(u.Host, "[") && strings.Contains(authority(raw), "%"):
 		return nil, errURLMalformed // a percent-encoded host would read differently here and in the database
 	}
-	addr, isIP, err := hostaddr.Parse(rawHost(u))
+	h, err := hostaddr.Canonical(rawHost(u))
+	isIP := h.Addr.IsValid()
 	switch {
 	case err != nil:
 		return nil, err
-	case u.Scheme == "https", u.Scheme == "http" && (isIP && addr.Unmap().IsLoopback() || strings.EqualFold(u.Hostname(), "localhost")):
-		if isIP {
-			port := u.Port()
-			u.Host = addr.String()
-			switch {
-			case port != "":
-				u.Host = net.JoinHostPort(u.Host, port)
-			case addr.Is6():
-				u.Host = "[" + u.Host + "]"
-			}
+	case u.Scheme == "https", u.Scheme == "http" && (isIP && h.Addr.Unmap().IsLoopback() || strings.EqualFold(h.Name, "localhost")):
+		port := u.Port()
+		u.Host = h.Name
+		switch {
+		case port != "":
+			u.Host = net.JoinHostPort(u.Host, port)
+		case h.Addr.Is6():
+			u.Host = "[" + u.Host + "]"
 		}
 		return u, nil
 	default:

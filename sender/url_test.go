@@ -90,3 +90,41 @@ func TestValidateURLHidesCredentials(t *testing.T) {
 		}
 	}
 }
+
+// A host not in ASCII is read as the HTTP client will use it (IDNA, as
+// net/http maps it): Unicode digits and dots are the address they map to,
+// a name comes back in ASCII, and a host IDNA cannot map is refused.
+func TestValidateURLMapsHostsAsTheClient(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"https://10.0.0.①/":        "10.0.0.1",
+		"https://１０．０．０．１:8443/x":  "10.0.0.1:8443",
+		"https://169.254.169.②⑤④/": "169.254.169.254",
+		"http://127。0。0。1/":        "127.0.0.1",
+		"http://127｡0｡0｡1:9/":      "127.0.0.1:9",
+		"http://ｌｏｃａｌｈｏｓｔ:8080/":   "localhost:8080",
+		"https://Bücher.example/":  "xn--bcher-kva.example",
+		"https://ＥＸＡＭＰＬＥ.com/":     "example.com",
+		"https://10.0.0.1\u00ad/":  "10.0.0.1",
+	} {
+		u, err := sender.ValidateURL(raw)
+		if err != nil || u.Host != want {
+			t.Errorf("ValidateURL(%q) = %v, %v; want host %q", raw, u, err, want)
+		}
+	}
+	for raw, want := range map[string]string{
+		"http://１０．０．０．１/":            "must be https",
+		"http://[::127.0.0.1]/":       "must be https",
+		"https://example.①/":          "ends in a number but is not an IPv4 address",
+		"https://10.0.0⒈/":            "not a valid internationalized name",
+		"https://１０．０．０．１：４４３/":       "not a valid internationalized name",
+		"https://⑴.example/":          "not a valid internationalized name",
+		"https://-a.ü/":               "not a valid internationalized name",
+		"https://１０．．１/":              "empty label",
+		"http://[::ffff:0:7f00:1]:8/": "must be https",
+	} {
+		if _, err := sender.ValidateURL(raw); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateURL(%q) = %v, want %q", raw, err, want)
+		}
+	}
+}

@@ -2,8 +2,11 @@ package schema_test
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/idna"
 
 	"github.com/fluxora/webhook-worker/hostaddr"
 	"github.com/fluxora/webhook-worker/internal/testdb"
@@ -36,20 +39,35 @@ func TestURLRulesMatchTheWorkers(t *testing.T) {
 		"https://4294967296/", "https://99999999999999999999999/", "http://[fe80::1%25lo]/", "https://[1.2.3.4]/",
 		"https://[example]/", "http://127.0.0.%31/", "https://exa%41mple.com/", "https://1.2.3.example/",
 		"http://[]/", "https://0x/", "http://0/",
+		// Hosts not in ASCII, read as the HTTP client maps them (IDNA).
+		"http://ｌｏｃａｌｈｏｓｔ:8080/", "http://ＬＯＣＡＬＨＯＳＴ/", "https://１０．０．０．１：４４３/",
+		"https://１０．０．０．１:8443/x", "http://127。0。0。1/", "http://\u00ad/", "https://\u00ad.example/",
 	} {
-		_, goErr := sender.ValidateURL(raw)
-		var problem *string
-		if err := db.Pool.QueryRow(context.Background(), "SELECT webhook_url_problem($1)", raw).Scan(&problem); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case goErr == nil && problem != nil:
-			t.Errorf("%q: the worker accepts it, the database refuses it: %s", raw, *problem)
-		case goErr != nil && problem == nil:
-			t.Errorf("%q: the database accepts it, the worker refuses it: %v", raw, goErr)
-		case goErr != nil && goErr.Error() != *problem:
-			t.Errorf("%q: the worker says %q, the database %q", raw, goErr, *problem)
-		}
+		agree(t, db, raw)
+	}
+	// Every host of the shared table, as an https and an http URL.
+	for _, c := range hostaddr.HostCases {
+		agree(t, db, "https://"+c.Host+"/")
+		agree(t, db, "http://"+c.Host+":8080/x")
+	}
+}
+
+// agree fails t unless the worker and the database both accept raw, or
+// both refuse it with the same text.
+func agree(t *testing.T, db *testdb.DB, raw string) {
+	t.Helper()
+	_, goErr := sender.ValidateURL(raw)
+	var problem *string
+	if err := db.Pool.QueryRow(context.Background(), "SELECT webhook_url_problem($1)", raw).Scan(&problem); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case goErr == nil && problem != nil:
+		t.Errorf("%q: the worker accepts it, the database refuses it: %s", raw, *problem)
+	case goErr != nil && problem == nil:
+		t.Errorf("%q: the database accepts it, the worker refuses it: %v", raw, goErr)
+	case goErr != nil && goErr.Error() != *problem:
+		t.Errorf("%q: the worker says %q, the database %q", raw, goErr, *problem)
 	}
 }
 
@@ -97,20 +115,99 @@ func TestHostRulesMatchTheWorkers(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	for _, c := range hostaddr.HostCases {
-		var addr, problem *string
-		if err := db.Pool.QueryRow(context.Background(), "SELECT host(addr), problem FROM webhook_host_parse($1)", c.Host).Scan(&addr, &problem); err != nil {
+		var addr, problem, name *string
+		if err := db.Pool.QueryRow(context.Background(), "SELECT host(addr), problem, name FROM webhook_host_parse($1)", c.Host).Scan(&addr, &problem, &name); err != nil {
 			t.Fatal(err)
 		}
-		a, isIP, goErr := hostaddr.Parse(c.Host)
+		h, goErr := hostaddr.Canonical(c.Host)
+		a, isIP := h.Addr, h.Addr.IsValid()
 		switch {
+		case goErr == nil && !isIP && (name == nil || !strings.EqualFold(toASCII(t, *name), h.Name)):
+			t.Errorf("%q: the worker reads the name %q, the database %v", c.Host, h.Name, deref(name))
 		case goErr != nil && (problem == nil || *problem != goErr.Error()):
 			t.Errorf("%q: the worker says %q, the database %v", c.Host, goErr, deref(problem))
 		case goErr == nil && problem != nil:
 			t.Errorf("%q: the worker reads it, the database says %q", c.Host, *problem)
-		case isIP && (addr == nil || *addr != a.String()):
+		case isIP && (addr == nil || netip.MustParseAddr(*addr) != a):
 			t.Errorf("%q: the worker reads %s, the database %v", c.Host, a, deref(addr))
 		case goErr == nil && !isIP && addr != nil:
 			t.Errorf("%q: a name to the worker, the address %s to the database", c.Host, *addr)
 		}
+	}
+}
+
+// toASCII is name, as webhook_host_parse gives it (not in ASCII when the
+// host was not), in the ASCII form the HTTP client sends.
+func toASCII(t *testing.T, name string) string {
+	a, err := idna.Lookup.ToASCII(name)
+	if err != nil {
+		t.Errorf("%q: %v", name, err)
+	}
+	return a
+}
+
+// The database maps each character of a host as IDNA (UTS #46, the
+// profile Go's HTTP client uses) does wherever IDNA maps it to ASCII, and
+// never maps to ASCII a character IDNA does not: so no host is an address
+// to one and a name to the other. Every code point is tried: those IDNA
+// maps to ASCII (or drops), and those NFKC or the locale's lower case
+// bring to ASCII. Each stands after an "a", as inside a label; the
+// bidirectional rule, which judges whole labels, is left out.
+func TestHostMappingMatchesIDNA(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	p := idna.New(idna.MapForLookup(), idna.Transitional(false))
+	want := func(r rune) string {
+		out, err := p.ToASCII("a" + string(r))
+		switch {
+		case err != nil:
+			return "refused"
+		case strings.Contains(out, "xn--"):
+			return "not ASCII"
+		}
+		return "= " + out[1:]
+	}
+	var ascii []int32
+	for r := rune(0x80); r <= 0x10ffff; r++ {
+		if (r < 0xd800 || r > 0xdfff) && strings.HasPrefix(want(r), "=") {
+			ascii = append(ascii, r)
+		}
+	}
+	rows, err := db.Pool.Query(context.Background(), `
+		WITH candidate AS (
+		    SELECT r FROM unnest($1::int[]) r
+		    UNION
+		    SELECT r FROM generate_series(128, 1114111) r
+		    WHERE r NOT BETWEEN 55296 AND 57343 AND lower(normalize(chr(r), NFKC)) ~ '[\x01-\x7f]'
+		)
+		SELECT r, m.host, m.problem FROM candidate, webhook_host_map('a' || chr(r)) m ORDER BY r`, ascii)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var r int32
+		var host, problem *string
+		if err := rows.Scan(&r, &host, &problem); err != nil {
+			t.Fatal(err)
+		}
+		got := "refused"
+		switch {
+		case problem == nil && strings.ContainsFunc(*host, func(c rune) bool { return c >= 0x80 }):
+			got = "not ASCII"
+		case problem == nil:
+			got = "= " + (*host)[1:]
+		}
+		n++
+		if w := want(r); got != w && (strings.HasPrefix(w, "=") || strings.HasPrefix(got, "=")) {
+			t.Errorf("%U %q: IDNA %s, the database %s", r, string(r), w, got)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n < len(ascii) {
+		t.Fatalf("compared %d code points, fewer than the %d IDNA maps to ASCII", n, len(ascii))
 	}
 }

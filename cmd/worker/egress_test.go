@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,6 +90,18 @@ func TestEgressRefusedSpellingsAreRefusedWhereGiven(t *testing.T) {
 		{"https://0xa9fea9fe/", "169.254.169.254, link-local", nil},
 		{"https://0/", "0.0.0.0, unspecified", nil},
 		{"http://0x7f.1:9/", "127.0.0.1, loopback", map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false"}},
+		// Written in other characters than ASCII, read as the HTTP client
+		// maps them (IDNA), and the IPv6 forms that embed IPv4.
+		{"https://10.0.0.①/", "10.0.0.1, private", nil},
+		{"https://１０．０．０．１/", "10.0.0.1, private", nil},
+		{"https://169.254.169.②⑤④/", "169.254.169.254, link-local", nil},
+		{"https://10。0。0。1:8443/", "10.0.0.1, private", nil},
+		{"https://10｡0｡0｡1/", "10.0.0.1, private", nil},
+		{"https://[::a9fe:a9fe]/", "::a9fe:a9fe, link-local", nil},
+		{"https://[::ffff:0:a00:1]/", "::ffff:0:a00:1, private", nil},
+		{"https://[64:ff9b:1::a9fe:a9fe]/", "64:ff9b:1::a9fe:a9fe, link-local", nil},
+		{"http://127.0.0.①:9/", "127.0.0.1, loopback", map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false"}},
+		{"https://[::127.0.0.1]/", "::7f00:1, loopback", map[string]string{"WEBHOOK_EGRESS_ALLOW_LOOPBACK": "false"}},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), []string{"endpoints", "add", "--name", "x", "--url", tc.url}, env(tc.extra), &out, &errb)
@@ -117,3 +134,90 @@ func mergeMaps(a, b map[string]string) map[string]string {
 	}
 	return out
 }
+
+// refusingProxy is an HTTP proxy on loopback that records the target of
+// every request and answers 403: it never connects anywhere.
+type refusingProxy struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	targets []string
+	wg      sync.WaitGroup
+}
+
+func newRefusingProxy(t *testing.T) *refusingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &refusingProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() { defer p.wg.Done(); p.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *refusingProxy) serve(c net.Conn) {
+	defer c.Close()
+	req, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	p.targets = append(p.targets, req.Method+" "+req.Host)
+	p.mu.Unlock()
+	_, _ = io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+}
+
+func (p *refusingProxy) seen() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.targets...)
+}
+
+// With WEBHOOK_EGRESS_PROXY set the worker resolves nothing, yet it
+// refuses every forbidden IP literal it can see, however the endpoint's
+// URL spells it (Unicode digits and dots, which Go's HTTP client maps to
+// ASCII before it writes CONNECT; IPv6 forms that embed IPv4), before the
+// proxy is asked: each delivery is dead-lettered at its first attempt,
+// naming the guard, and the proxy (which records requests and never
+// forwards) sees no CONNECT. A name is left to the proxy, asked for as the
+// client writes it.
+func TestProxyNeverAskedForAForbiddenSpelling(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	proxy := newRefusingProxy(t)
+	urls := map[string]string{
+		"circled": "https://10.0.0.①/", "fullwidth": "https://１０．０．０．１/", "metadata": "https://169.254.169.②⑤④/",
+		"ideographic": "https://10。0。0。1/", "halfwidth": "https://10｡0｡0｡1:8443/", "siit": "https://[::ffff:0:a9fe:a9fe]/",
+		"compat": "https://[::a00:1]/", "nat64-local": "https://[64:ff9b:1::a9fe:a9fe]/", "name": "https://bücher.example/",
+	}
+	for name, u := range urls {
+		if _, err := db.Pool.Exec(context.Background(), `INSERT INTO webhook_endpoints (name, url, secret) VALUES ($1, $2, 'whsec_x')`, name, u); err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		enqueue(t, db, "e", `{}`, name)
+	}
+	startInProcess(t, endpointsOnly(db, map[string]string{"WEBHOOK_EGRESS_PROXY": proxy.URL(), "WEBHOOK_MAX_ATTEMPTS": "10"}))
+	waitfor.True(t, 20*time.Second, "every literal dead-lettered", func() bool {
+		return db.Count(t, `SELECT count(*) FROM webhook_dead_letter WHERE attempts = 1 AND last_error LIKE '%egress guard: refused a %'`) == len(urls)-1
+	})
+	waitfor.True(t, 20*time.Second, "the name asked of the proxy", func() bool { return len(proxy.seen()) > 0 })
+	for _, target := range proxy.seen() {
+		if target != "CONNECT xn--bcher-kva.example:443" {
+			t.Errorf("the proxy was asked for %q", target)
+		}
+	}
+}
+
+func (p *refusingProxy) URL() string { return "http://" + p.ln.Addr().String() }
