@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -197,11 +198,9 @@ func New(cfg Config) (*Sender, error) {
 			}
 		}
 		transport = newTransport(cfg, cmp.Or(cfg.MaxConns, MaxConnsDefault), s.maxHeader)
-		if _, err := netip.ParseAddr(u.Hostname()); err == nil && cfg.Proxy != nil && cfg.Control != nil {
-			s.literal, s.control = u.Host, cfg.Control
-			if u.Port() == "" {
-				s.literal = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
-			}
+		if host, ok := proxiedLiteral(u.Hostname()); ok && cfg.Proxy != nil && cfg.Control != nil {
+			port := cmp.Or(u.Port(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+			s.literal, s.control = net.JoinHostPort(host, port), cfg.Control
 		}
 	} else if t, ok := transport.(*http.Transport); ok {
 		s.maxHeader = transportHeaderLimit(t)
@@ -219,6 +218,22 @@ func New(cfg Config) (*Sender, error) {
 		s.prevMACs.New = func() any { return hmac.New(sha256.New, s.prevKey) }
 	}
 	return s, nil
+}
+
+// proxiedLiteral is the address the guard judges for host (the URL's, as
+// ValidateURL returns it) when a proxy carries the request and resolves
+// its names: an IP address as it is, and "localhost" or a name under it as
+// 127.0.0.1, since RFC 6761 makes them loopback wherever they are
+// resolved. Any other name is the proxy's to resolve and check.
+func proxiedLiteral(host string) (string, bool) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return host, true
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return "127.0.0.1", true
+	}
+	return "", false
 }
 
 // checkConfig validates the fields other than URL.

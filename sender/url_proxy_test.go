@@ -97,6 +97,7 @@ func TestProxyNeverAskedForAForbiddenSpelling(t *testing.T) {
 		"https://10｡0｡0｡1/", "https://⑩.0.0.1/", "https://０ｘＡ９ＦＥＡ９ＦＥ/", "https://127.0.0.1\u00ad/",
 		"https://[::127.0.0.1]/", "https://[::a9fe:a9fe]/", "https://[::ffff:0:a00:1]/", "https://[64:ff9b::a9fe:a9fe]/",
 		"https://[64:ff9b:1::a00:1]/", "https://[2002:a9fe:a9fe::1]/", "https://[::ffff:169.254.169.254]/",
+		"https://localhost/", "http://LOCALHOST:8080/", "https://api.localhost./", "https://ｌｏｃａｌｈｏｓｔ/",
 	} {
 		res := send(raw)
 		if res.Outcome != sender.Permanent || !strings.Contains(res.Error, "egress guard: refused") {
