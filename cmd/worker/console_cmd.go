@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -98,10 +97,21 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	return serveConsole(ctx, srv, cenv, stdout, stderr)
 }
 
+// Limits of the console's server: a few operators' browsers (a handful of
+// connections each) and scripts. A write may wait for a replay or purge
+// of many rows, hence the longer write timeout.
+const (
+	consoleMaxConns          = 64
+	consoleReadHeaderTimeout = 5 * time.Second
+	consoleReadTimeout       = 30 * time.Second
+	consoleWriteTimeout      = time.Minute
+	consoleIdleTimeout       = time.Minute
+)
+
 // serveConsole listens on cenv.Addr, prints the address, and serves until
 // ctx ends (then drains for up to 5 s).
 func serveConsole(ctx context.Context, h http.Handler, cenv consoleEnv, stdout, stderr io.Writer) int {
-	ln, err := net.Listen("tcp", cenv.Addr)
+	ln, err := listenCapped(cenv.Addr, consoleMaxConns)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
 		return exitFailure
@@ -111,8 +121,8 @@ func serveConsole(ctx context.Context, h http.Handler, cenv consoleEnv, stdout, 
 		scheme = "https"
 	}
 	fmt.Fprintf(stdout, "console: serving %s://%s/\n", scheme, ln.Addr())
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
-		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(stderr, nil).WithAttrs([]slog.Attr{slog.String("component", "console")}), slog.LevelWarn)}
+	hs := ln.server(h, serverTimeouts{header: consoleReadHeaderTimeout, read: consoleReadTimeout, write: consoleWriteTimeout, idle: consoleIdleTimeout},
+		slog.NewLogLogger(slog.NewTextHandler(stderr, nil).WithAttrs([]slog.Attr{slog.String("component", "console")}), slog.LevelWarn))
 	done := make(chan error, 1)
 	go func() {
 		if cenv.CertFile != "" {
