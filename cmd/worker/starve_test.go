@@ -180,3 +180,64 @@ func TestReadyzHidesConnectionDetails(t *testing.T) {
 		}
 	}
 }
+
+// At its cap the listener sheds idle and half-sent connections to serve a
+// newcomer, never one serving a request, and never holds more than its
+// cap open.
+func TestCapListenerShedsIdleNotBusy(t *testing.T) {
+	t.Parallel()
+	const capacity = 4
+	ln, err := listenCapped("127.0.0.1:0", capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	srv := ln.server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}), serverTimeouts{header: time.Minute, read: time.Minute, write: time.Minute, idle: time.Minute}, nil)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	base := "http://" + ln.Addr().String()
+	busy := make(chan int, 2)
+	for range 2 {
+		go func() { code, _ := httpGet(base + "/busy"); busy <- code }()
+	}
+	serving := func() int {
+		ln.mu.Lock()
+		defer ln.mu.Unlock()
+		n := 0
+		for c := range ln.conns {
+			n += c.busy
+		}
+		return n
+	}
+	waitfor.True(t, 10*time.Second, "two requests being served", func() bool { return serving() == 2 })
+	h := &hog{addr: ln.Addr().String()}
+	for i := range 20 {
+		h.open(t, i)
+	}
+	t.Cleanup(h.close)
+	most := 0
+	waitfor.True(t, 20*time.Second, "a newcomer served beside the hogs", func() bool {
+		most = max(most, ln.open())
+		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		res, err := c.Get(base + "/new")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	if most = max(most, ln.open()); most > capacity {
+		t.Fatalf("%d connections open, cap %d", most, capacity)
+	}
+	close(release)
+	for range 2 {
+		if code := <-busy; code != http.StatusOK {
+			t.Fatalf("a request being served when the hogs came: %d, want 200 (shed while busy)", code)
+		}
+	}
+}
