@@ -23,7 +23,10 @@ and WEBHOOK_CONSOLE_TOKEN_FILE: a file whose first line is the token (at
 least 16 characters) every request must present, as
 "Authorization: Bearer TOKEN" or through the login form's session cookie.
 With WEBHOOK_CONSOLE_TLS_CERT_FILE and WEBHOOK_CONSOLE_TLS_KEY_FILE it
-serves HTTPS. Runs until SIGINT or SIGTERM. See README.md, "Console".
+serves HTTPS. It answers only requests for its own address (and
+localhost on loopback) or for a name WEBHOOK_CONSOLE_HOSTS lists (host
+names or host:port, comma-separated). Runs until SIGINT or SIGTERM. See
+README.md, "Console".
 Exit codes: 0 stopped, 1 failure, 2 usage or configuration, 3 not migrated.
 `
 
@@ -88,7 +91,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 		breakers = consoleBreakers{g}
 	}
 	srv, err := console.New(console.Config{Store: store, Endpoints: consoleEndpoints{eps}, Token: []byte(token),
-		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log,
+		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log, Hosts: consoleHosts(cenv),
 		Breakers: breakers, DefaultURL: cfg.WebhookURL})
 	if err != nil {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
