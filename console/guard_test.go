@@ -140,7 +140,7 @@ func TestLoginBodyLimits(t *testing.T) {
 		{"17 KiB chunked", "/login", "application/x-www-form-urlencoded", io.MultiReader(strings.NewReader(big)), http.StatusRequestEntityTooLarge},
 		{"a form", "/login", "application/x-www-form-urlencoded", strings.NewReader("token=guess"), http.StatusUnauthorized},
 		{"2 MiB chunked action", "/api/dead-letters/purge", "application/x-www-form-urlencoded",
-			io.MultiReader(strings.NewReader("a="+strings.Repeat("x", 2<<20))), http.StatusRequestEntityTooLarge},
+			io.MultiReader(strings.NewReader("a=" + strings.Repeat("x", 2<<20))), http.StatusRequestEntityTooLarge},
 	} {
 		req, _ := http.NewRequest("POST", b.url+tc.path, tc.body)
 		req.Header.Set("Content-Type", tc.ctype)
