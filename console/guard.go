@@ -23,7 +23,7 @@ const (
 // (413). It parses the form of the requests it lets through.
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 	if !s.hostOK(r) {
-		http.Error(w, "misdirected request: this console does not serve the host "+quoteHost(r.Host)+
+		refuse(w, r, "misdirected request: this console does not serve the host "+quoteHost(r.Host)+
 			" (add it to WEBHOOK_CONSOLE_HOSTS)", http.StatusMisdirectedRequest)
 		return false
 	}
@@ -32,7 +32,7 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if why := s.crossOrigin(r); why != "" {
-		http.Error(w, "forbidden: cross-origin request ("+why+")", http.StatusForbidden)
+		refuse(w, r, "forbidden: cross-origin request ("+why+")", http.StatusForbidden)
 		return false
 	}
 	limit := int64(maxForm)
@@ -41,24 +41,34 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if r.ContentLength != 0 {
 		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
-			http.Error(w, "unsupported media type: send application/x-www-form-urlencoded", http.StatusUnsupportedMediaType)
+			refuse(w, r, "unsupported media type: send application/x-www-form-urlencoded", http.StatusUnsupportedMediaType)
 			return false
 		}
 	}
 	if r.ContentLength > limit {
-		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		refuse(w, r, "request body too large", http.StatusRequestEntityTooLarge)
 		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			refuse(w, r, "request body too large", http.StatusRequestEntityTooLarge)
 		} else {
-			http.Error(w, "bad form", http.StatusBadRequest)
+			refuse(w, r, "bad form", http.StatusBadRequest)
 		}
 		return false
 	}
 	return true
+}
+
+// refuse answers a request guard refuses: JSON under /api/, as the API's
+// other errors.
+func refuse(w http.ResponseWriter, r *http.Request, msg string, code int) {
+	if isAPI(r) {
+		writeJSON(w, code, map[string]string{"error": msg})
+		return
+	}
+	http.Error(w, msg, code)
 }
 
 // quoteHost is a Host header fit for an error message (short, printable).
