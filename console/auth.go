@@ -6,8 +6,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -15,9 +15,6 @@ import (
 
 // cookieName is the session cookie's name.
 const cookieName = "console_session"
-
-// maxForm bounds the body of a POST, in bytes.
-const maxForm = 1 << 20
 
 // session is one login: its CSRF token, its end, and the message of the
 // last action, shown once by the next page.
@@ -113,41 +110,40 @@ func sessionOf(r *http.Request) *session {
 // isAPI says whether r is a call of the JSON API.
 func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }
 
-// clientIP is the address the login limit counts by.
+// clientIP is the address the login limit counts by: an IPv4 address, or
+// an IPv6 client's /64 (one host is commonly given a whole /64).
 func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	a := ap.Addr().Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64) // never fails for an IPv6 address
+		return p.String()
+	}
+	return a.String()
 }
 
 // authed lets through a request with the bearer token, or with a live
 // session cookie (and, for a POST, the session's CSRF token: 403
-// without). Otherwise: 401 for the API and a bearer header, a redirect to
-// /login for a page. Failed bearer tokens count against the login limit.
+// without). Otherwise: 401 for the API and a bearer header (429 over the
+// login limit), a redirect to /login for a page. The right bearer token
+// is never refused; wrong ones count against the login limit.
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-			if err := r.ParseForm(); err != nil {
-				http.Error(w, "bad form", http.StatusBadRequest)
-				return
-			}
-		}
 		if auth := r.Header.Get("Authorization"); auth != "" {
 			tok, ok := strings.CutPrefix(auth, "Bearer ")
-			if !s.limiter.allow(clientIP(r)) {
-				http.Error(w, "too many failed logins: wait a minute", http.StatusTooManyRequests)
+			if ok && equal([]byte(tok), s.cfg.Token) {
+				h(w, r)
 				return
 			}
-			if !ok || !equal([]byte(tok), s.cfg.Token) {
-				s.limiter.fail(clientIP(r))
-				w.Header().Set("WWW-Authenticate", `Bearer realm="console"`)
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
+			if !s.limiter.wrong(clientIP(r)) {
+				http.Error(w, "too many wrong tokens: wait a minute", http.StatusTooManyRequests)
 				return
 			}
-			h(w, r)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="console"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		var ss *session
@@ -182,16 +178,15 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "login", nil)
 }
 
-// login checks the token of the login form and starts a session; a wrong
-// token counts against the limit of its address.
+// login checks the token of the login form and starts a session. The
+// right token always gets in; a wrong one counts against the login limit
+// of its address (429 over it).
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	ip := clientIP(r)
-	if !s.limiter.allow(ip) {
-		s.render(w, r, http.StatusTooManyRequests, "login", "Too many failed logins: wait a minute.")
-		return
-	}
 	if !equal([]byte(strings.TrimSpace(r.PostFormValue("token"))), s.cfg.Token) {
-		s.limiter.fail(ip)
+		if !s.limiter.wrong(clientIP(r)) {
+			s.render(w, r, http.StatusTooManyRequests, "login", "Wrong token, and too many of them: wait a minute.")
+			return
+		}
 		s.render(w, r, http.StatusUnauthorized, "login", "Wrong token.")
 		return
 	}

@@ -81,6 +81,11 @@ type Config struct {
 	// breaker it is.
 	Breakers   Breakers
 	DefaultURL string
+	// Hosts are the names (or name:port) the console answers to besides
+	// the address a request came to and, on loopback, localhost; a request
+	// for any other Host gets 421 (it may come from a page whose name was
+	// made to resolve here). A name without a port matches every port.
+	Hosts []string
 	// SecureCookies sets Secure on the session cookie even over plain
 	// HTTP (behind a TLS proxy); requests over TLS get it anyway.
 	SecureCookies bool
@@ -130,7 +135,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves every request with the console's security headers.
+// ServeHTTP serves every request with the console's security headers,
+// once guard has let it through.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "+
@@ -138,14 +144,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
-	s.mux.ServeHTTP(w, r)
+	if s.guard(w, r) {
+		s.mux.ServeHTTP(w, r)
+	}
 }
 
 // routes maps every path: GETs read, POSTs act; all but the login page and
 // the static files need the token (authed).
 func (s *Server) routes() *http.ServeMux {
 	m := http.NewServeMux()
-	m.Handle("GET /static/", http.FileServerFS(assets))
+	m.Handle("GET /static/", staticFiles())
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /logout", s.authed(s.logout))

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fluxora/webhook-worker/outbox"
@@ -141,7 +142,7 @@ func (s *Server) endpointDetail(ctx context.Context, name string) (EndpointDetai
 
 // Delivery is what a search by delivery or event id finds: the row's event
 // and payload preview, the request headers as the worker sends them
-// (signatures masked), and every attempt.
+// (signatures and other secret headers masked), and every attempt.
 type Delivery struct {
 	ID       string                   `json:"id"`
 	Found    bool                     `json:"found"`
@@ -172,8 +173,9 @@ func (s *Server) delivery(ctx context.Context, id string) (Delivery, error) {
 		return d, err
 	}
 	if ok {
-		d.Row = &row
 		d.Headers = requestHeaders(id, row)
+		row.Headers = maskHeaders(row.Headers)
+		d.Row = &row
 	}
 	d.Found = ok || len(d.Attempts) > 0
 	return d, nil
@@ -193,25 +195,66 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// masked stands for a signature's value.
+// masked stands for a secret header's value.
 const masked = "••••••••"
 
+// secretHeader says whether a header's value is a credential, shown masked
+// wherever the console shows headers: signatures, Authorization,
+// Proxy-Authorization, cookies, and every name holding token, secret,
+// password or key (API keys, X-Auth-Token, ...).
+func secretHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization":
+		return true
+	}
+	for _, part := range []string{"signature", "cookie", "token", "secret", "password", "key"} {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskHeader is value, or masked when name is a secret header.
+func maskHeader(name, value string) string {
+	if secretHeader(name) {
+		return masked
+	}
+	return value
+}
+
 // requestHeaders are the headers the worker sends with the delivery (the
-// attempts table keeps none): the sender's own, signatures masked, then
-// the event's own.
+// attempts table keeps none): the sender's own, then the event's own,
+// secret ones masked.
 func requestHeaders(id string, row outbox.DeliveryRow) [][2]string {
 	h := [][2]string{
 		{"Content-Type", "application/json"},
 		{"X-Fluxora-Delivery-Id", id},
 		{"X-Fluxora-Event", row.EventType},
-		{"X-Fluxora-Signature", "t=…,v1=" + masked},
+		{"X-Fluxora-Signature", masked},
 		{"Webhook-Id", id},
-		{"Webhook-Signature", "v1," + masked},
+		{"Webhook-Signature", masked},
 	}
 	for _, k := range slices.Sorted(maps.Keys(row.Headers)) {
 		h = append(h, [2]string{k, row.Headers[k]})
 	}
+	for i := range h {
+		h[i][1] = maskHeader(h[i][0], h[i][1])
+	}
 	return h
+}
+
+// maskHeaders is headers with the secret ones' values masked (a copy).
+func maskHeaders(headers map[string]string) map[string]string {
+	if headers == nil {
+		return nil
+	}
+	out := make(map[string]string, len(headers))
+	for k, v := range headers {
+		out[k] = maskHeader(k, v)
+	}
+	return out
 }
 
 // deadLetterFilter is the filter of the dead-letter page and API, from

@@ -1,51 +1,124 @@
 package console
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
 
-// The login limit: each address may fail loginBurst times, then one more
-// time every loginEvery. Correct tokens are refused too while it is
-// spent, so that guessing cannot go faster.
+// The login limit slows the guessing of tokens without ever refusing the
+// right one: the token is checked first and only a wrong one is counted,
+// so no operator is locked out by someone else's guesses, not even behind
+// a proxy that gives everyone one address. Each address (an IPv6
+// client's /64) may guess wrong loginBurst times, then once every
+// loginEvery; every address together allBurst times, then once every
+// allEvery. A guess over either limit is answered 429.
 const (
 	loginBurst = 10
 	loginEvery = 6 * time.Second
-	// limiterMax bounds the addresses remembered; past it the oldest
-	// state is forgotten wholesale.
-	limiterMax = 10_000
+	allBurst   = 100
+	allEvery   = time.Second
+	// limiterMax bounds the addresses remembered. A full table first
+	// forgets the addresses whose bucket is full again (as if never seen),
+	// then the least recently seen that may still guess, down to
+	// limiterKeep; never one being throttled. While every address in it is
+	// throttled, newcomers share one bucket (overflow).
+	limiterMax  = 10_000
+	limiterKeep = limiterMax * 9 / 10
 )
 
-// limiter counts failed logins by address (a leaky bucket per address).
+// bucket is a token bucket: tokens wrong guesses left, as of at.
+type bucket struct {
+	tokens float64
+	at     time.Time
+	seen   time.Time // the last wrong guess
+}
+
+// fill adds what has dripped in since b.at, up to burst.
+func (b *bucket) fill(now time.Time, burst float64, every time.Duration) {
+	if now.After(b.at) {
+		b.tokens = min(burst, b.tokens+float64(now.Sub(b.at))/float64(every))
+		b.at = now
+	}
+}
+
+// limiter counts wrong tokens, by address and overall.
 type limiter struct {
-	mu  sync.Mutex
-	now func() time.Time
-	// full is when each address's failures have leaked away.
-	full map[string]time.Time
+	mu    sync.Mutex
+	now   func() time.Time
+	addrs map[string]*bucket
+	// all counts every wrong guess; overflow those of addresses the full
+	// table cannot hold.
+	all, overflow bucket
+	// noRoomUntil: the table was full of throttled addresses; none can be
+	// forgotten before then.
+	noRoomUntil time.Time
 }
 
 func newLimiter(now func() time.Time) *limiter {
-	return &limiter{now: now, full: map[string]time.Time{}}
+	t := now()
+	return &limiter{now: now, addrs: map[string]*bucket{},
+		all: bucket{tokens: allBurst, at: t}, overflow: bucket{tokens: loginBurst, at: t}}
 }
 
-// allow says whether ip may try a token now.
-func (l *limiter) allow(ip string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.full[ip].Sub(l.now()) <= (loginBurst-1)*loginEvery
-}
-
-// fail counts a failed try of ip.
-func (l *limiter) fail(ip string) {
+// wrong counts a wrong token from addr and says whether it was within the
+// limit (false: answer 429).
+func (l *limiter) wrong(addr string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if len(l.full) >= limiterMax {
-		clear(l.full)
+	b := l.bucket(addr, now)
+	b.fill(now, loginBurst, loginEvery)
+	b.seen = now
+	l.all.fill(now, allBurst, allEvery)
+	if b.tokens < 1 || l.all.tokens < 1 {
+		return false
 	}
-	from := l.full[ip]
-	if from.Before(now) {
-		from = now
+	b.tokens--
+	l.all.tokens--
+	return true
+}
+
+// bucket is addr's bucket, a new full one if it has none (overflow when
+// the table has no room).
+func (l *limiter) bucket(addr string, now time.Time) *bucket {
+	if b := l.addrs[addr]; b != nil {
+		return b
 	}
-	l.full[ip] = from.Add(loginEvery)
+	if len(l.addrs) >= limiterMax && !l.makeRoom(now) {
+		return &l.overflow
+	}
+	b := &bucket{tokens: loginBurst, at: now}
+	l.addrs[addr] = b
+	return b
+}
+
+// makeRoom forgets the full buckets, then the least recently seen of the
+// addresses not throttled, down to limiterKeep, and says whether there is
+// room now.
+func (l *limiter) makeRoom(now time.Time) bool {
+	if now.Before(l.noRoomUntil) {
+		return false
+	}
+	var free []string // may still guess
+	for a, b := range l.addrs {
+		b.fill(now, loginBurst, loginEvery)
+		switch {
+		case b.tokens >= loginBurst:
+			delete(l.addrs, a)
+		case b.tokens >= 1:
+			free = append(free, a)
+		}
+	}
+	if n := len(l.addrs) - limiterKeep; n > 0 {
+		slices.SortFunc(free, func(x, y string) int { return l.addrs[x].seen.Compare(l.addrs[y].seen) })
+		for _, a := range free[:min(n, len(free))] {
+			delete(l.addrs, a)
+		}
+	}
+	if len(l.addrs) < limiterMax {
+		return true
+	}
+	l.noRoomUntil = now.Add(loginEvery)
+	return false
 }

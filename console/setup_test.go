@@ -75,6 +75,7 @@ type bundle struct {
 	db  *testdb.DB
 	log *syncBuffer
 	ids map[string]string // endpoint name -> id
+	srv *console.Server   // to serve requests without a connection
 }
 
 // setup serves a console over a fresh database holding the fixture:
@@ -88,20 +89,28 @@ func setup(t *testing.T) bundle {
 // setupWith is setup with the console's breakers read from breakers.
 func setupWith(t *testing.T, breakers console.Breakers) bundle {
 	t.Helper()
+	return setupConfig(t, func(c *console.Config) { c.Breakers = breakers })
+}
+
+// setupConfig is setup with the console's Config changed by edit.
+func setupConfig(t *testing.T, edit func(*console.Config)) bundle {
+	t.Helper()
 	db := testdb.New(t)
 	store, err := outbox.New(db.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &syncBuffer{}
-	srv, err := console.New(console.Config{Store: store, Endpoints: catalog{store}, Token: []byte(testToken),
-		Logger: slog.New(slog.NewTextHandler(log, nil)), Breakers: breakers})
+	cfg := console.Config{Store: store, Endpoints: catalog{store}, Token: []byte(testToken),
+		Logger: slog.New(slog.NewTextHandler(log, nil))}
+	edit(&cfg)
+	srv, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	b := bundle{url: ts.URL, db: db, log: log, ids: map[string]string{}}
+	b := bundle{url: ts.URL, db: db, log: log, ids: map[string]string{}, srv: srv}
 	b.fixture(t)
 	return b
 }

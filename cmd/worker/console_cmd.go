@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -25,7 +24,10 @@ line is the token (at least 32 characters, 12 of them distinct) every
 request must present, as
 "Authorization: Bearer TOKEN" or through the login form's session cookie.
 With WEBHOOK_CONSOLE_TLS_CERT_FILE and WEBHOOK_CONSOLE_TLS_KEY_FILE it
-serves HTTPS. Runs until SIGINT or SIGTERM. See README.md, "Console".
+serves HTTPS. It answers only requests for its own address (and
+localhost on loopback) or for a name WEBHOOK_CONSOLE_HOSTS lists (host
+names or host:port, comma-separated). Runs until SIGINT or SIGTERM. See
+README.md, "Console".
 Exit codes: 0 stopped, 1 failure, 2 usage or configuration, 3 not migrated.
 `
 
@@ -87,7 +89,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 		breakers = consoleBreakers{g}
 	}
 	srv, err := console.New(console.Config{Store: store, Endpoints: consoleEndpoints{eps}, Token: []byte(token),
-		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log,
+		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log, Hosts: consoleHosts(cenv),
 		Breakers: breakers, DefaultURL: cfg.WebhookURL})
 	if err != nil {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
@@ -96,10 +98,21 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	return serveConsole(ctx, srv, cenv, stdout, stderr)
 }
 
+// Limits of the console's server: a few operators' browsers (a handful of
+// connections each) and scripts. A write may wait for a replay or purge
+// of many rows, hence the longer write timeout.
+const (
+	consoleMaxConns          = 64
+	consoleReadHeaderTimeout = 5 * time.Second
+	consoleReadTimeout       = 30 * time.Second
+	consoleWriteTimeout      = time.Minute
+	consoleIdleTimeout       = time.Minute
+)
+
 // serveConsole listens on cenv.Addr, prints the address, and serves until
 // ctx ends (then drains for up to 5 s).
 func serveConsole(ctx context.Context, h http.Handler, cenv consoleEnv, stdout, stderr io.Writer) int {
-	ln, err := net.Listen("tcp", cenv.Addr)
+	ln, err := listenCapped(cenv.Addr, consoleMaxConns)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
 		return exitFailure
@@ -109,8 +122,8 @@ func serveConsole(ctx context.Context, h http.Handler, cenv consoleEnv, stdout, 
 		scheme = "https"
 	}
 	fmt.Fprintf(stdout, "console: serving %s://%s/\n", scheme, ln.Addr())
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
-		ErrorLog: slog.NewLogLogger(slog.NewTextHandler(stderr, nil).WithAttrs([]slog.Attr{slog.String("component", "console")}), slog.LevelWarn)}
+	hs := ln.server(h, serverTimeouts{header: consoleReadHeaderTimeout, read: consoleReadTimeout, write: consoleWriteTimeout, idle: consoleIdleTimeout},
+		slog.NewLogLogger(slog.NewTextHandler(stderr, nil).WithAttrs([]slog.Attr{slog.String("component", "console")}), slog.LevelWarn))
 	done := make(chan error, 1)
 	go func() {
 		if cenv.CertFile != "" {

@@ -144,7 +144,7 @@ func (w *worker) serve(ctx context.Context, g *errgroup.Group) error {
 	if w.cfg.MetricsAddr == "" {
 		return nil
 	}
-	srv, err := newHealthServer(w.cfg.MetricsAddr, w.reg, w.ready)
+	srv, err := newHealthServer(w.cfg.MetricsAddr, w.reg, w.ready, w.log)
 	if err != nil {
 		return fmt.Errorf("WEBHOOK_METRICS_ADDR: %w", err)
 	}
@@ -156,7 +156,7 @@ func (w *worker) serve(ctx context.Context, g *errgroup.Group) error {
 // ready is /readyz: LISTEN active and the database answering.
 func (w *worker) ready(ctx context.Context) error {
 	if !w.lst.Connected() {
-		return errors.New("listener not connected")
+		return errListenerDown
 	}
 	return w.pool.Ping(ctx)
 }
