@@ -33,6 +33,13 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 		// and the next worker takes the row at once.
 		return release(r)
 	}
+	if res.Class == NotAttempted {
+		// Nothing was sent: the row itself moves later, as a gate's
+		// deferral moves it (no attempt spent, nothing said of the
+		// consumer to the breaker), until the worker can send it.
+		d.log.Debug("dispatcher: not attempted; deferred", "delivery_id", r.DeliveryID, "endpoint", d.label(r), "error", res.Error)
+		return Outcome{ID: r.ID, Token: r.Token, Kind: Defer, Attempt: r.Attempt, Delay: notAttemptedDelay(res.RetryAfter, d.cfg.BackoffMax)}
+	}
 	d.gate.Record(work, r, res.Class, dec.Probe)
 	d.m.attempt(d.label(r), res)
 	o := d.decide(r, res)
@@ -103,6 +110,23 @@ func (d *Dispatcher) checkGate(stop context.Context, r Row) (dec Decision, ok bo
 // parks it for ages (huge, wrapped).
 func deferDelay(d, ceiling time.Duration) time.Duration {
 	return min(max(d, time.Millisecond), ceiling)
+}
+
+// NotAttemptedDelay is how long a row the sender did not attempt
+// (NotAttempted) waits before it is tried again, unless the sender says
+// (Result.RetryAfter) or Config.BackoffMax is shorter: long enough that an
+// endpoint's rows, deferred together and its slots parked meanwhile, cost
+// a claim and a write each a minute, short enough that a fix (the key
+// file, a worker restarted) is seen soon.
+const NotAttemptedDelay = time.Minute
+
+// notAttemptedDelay is the deferral of a row not attempted: the sender's,
+// else NotAttemptedDelay, never over ceiling nor under a millisecond.
+func notAttemptedDelay(asked, ceiling time.Duration) time.Duration {
+	if asked <= 0 {
+		asked = NotAttemptedDelay
+	}
+	return deferDelay(asked, ceiling)
 }
 
 func release(r Row) Outcome { return Outcome{ID: r.ID, Token: r.Token, Kind: Release} }

@@ -83,6 +83,9 @@ const (
 	Delivered = webhook.Delivered
 	Retryable = webhook.Retryable
 	Permanent = webhook.Permanent
+	// NotAttempted: the sender sent nothing and the row is deferred (the
+	// same attempt, later), as a gate's refusal defers it.
+	NotAttempted = webhook.NotAttempted
 )
 
 // Result is one HTTP attempt's result (webhook.Result).

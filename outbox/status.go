@@ -108,6 +108,12 @@ type EndpointStatus struct {
 	// ClientCertNotAfter is when its client certificate expires; nil
 	// for none.
 	ClientCertNotAfter *time.Time `json:"client_cert_not_after,omitempty"`
+	// SecretUnreadable is why a worker cannot open its secret (the
+	// credential and key id; "" when none said so), and
+	// SecretUnreadableAt when it last found it so: its rows are kept
+	// pending, deferred, until a worker holding the key sends them.
+	SecretUnreadable   string     `json:"secret_unreadable,omitempty"`
+	SecretUnreadableAt *time.Time `json:"secret_unreadable_at,omitempty"`
 }
 
 // noEndpointSQL stands for the WEBHOOK_URL endpoint's NULL id in
@@ -125,7 +131,8 @@ const noEndpointSQL = `'00000000-0000-0000-0000-000000000000'::uuid`
 // lasts (fanOutInFlightSQL). A row with endpoint_id NULL and fanout NULL
 // is an event not fanned out yet, nobody's delivery. @only, when not
 // empty, keeps the endpoint of that name. The health times are read
-// through webhook_time_clamp.
+// through webhook_time_clamp. secret_unreadable is a worker's mark
+// (MarkSecretUnreadableSQL).
 const EndpointStatusSQL = `WITH p AS (
   SELECT endpoint_id, sum(due) AS due, sum(waiting) AS waiting, sum(scheduled) AS scheduled, sum(in_flight) AS in_flight
   FROM (
@@ -146,14 +153,16 @@ const EndpointStatusSQL = `WITH p AS (
 ), e AS (
   SELECT id, name, url, enabled, coalesce(disabled_reason, '') AS disabled_reason, webhook_time_clamp(failing_since) AS failing_since,
          coalesce(last_error, '') AS last_error, last_status, webhook_time_clamp(last_error_at) AS last_error_at,
-         webhook_time_clamp(client_cert_not_after) AS client_cert_not_after
+         webhook_time_clamp(client_cert_not_after) AS client_cert_not_after,
+         coalesce(secret_unreadable, '') AS secret_unreadable, secret_unreadable_at
   FROM webhook_endpoints
   UNION ALL
-  SELECT NULL, '` + DefaultEndpointName + `', '', true, '', NULL, '', NULL, NULL, NULL
+  SELECT NULL, '` + DefaultEndpointName + `', '', true, '', NULL, '', NULL, NULL, NULL, '', NULL
   WHERE @env::boolean OR EXISTS (SELECT 1 FROM p WHERE endpoint_id IS NULL) OR EXISTS (SELECT 1 FROM d WHERE endpoint_id IS NULL)
 )
 SELECT e.name, e.url, e.enabled, e.disabled_reason, coalesce(p.due, 0), coalesce(p.waiting, 0), coalesce(p.scheduled, 0), coalesce(p.in_flight, 0),
-       coalesce(d.dead, 0), e.failing_since, e.last_error, e.last_status, e.last_error_at, e.client_cert_not_after
+       coalesce(d.dead, 0), e.failing_since, e.last_error, e.last_status, e.last_error_at, e.client_cert_not_after,
+       e.secret_unreadable, e.secret_unreadable_at
 FROM e
   LEFT JOIN p ON coalesce(p.endpoint_id, ` + noEndpointSQL + `) = coalesce(e.id, ` + noEndpointSQL + `) AND (p.endpoint_id IS NULL) = (e.id IS NULL)
   LEFT JOIN d ON coalesce(d.endpoint_id, ` + noEndpointSQL + `) = coalesce(e.id, ` + noEndpointSQL + `) AND (d.endpoint_id IS NULL) = (e.id IS NULL)
@@ -171,7 +180,8 @@ func (s *Store) EndpointStatus(ctx context.Context, env bool, only string) ([]En
 	out := []EndpointStatus{}
 	var e EndpointStatus
 	_, err = pgx.ForEachRow(rows, []any{&e.Name, &e.URL, &e.Enabled, &e.DisabledReason, &e.Pending, &e.Waiting, &e.Scheduled, &e.InFlight,
-		&e.DeadLetters, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.ClientCertNotAfter}, func() error {
+		&e.DeadLetters, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.ClientCertNotAfter,
+		&e.SecretUnreadable, &e.SecretUnreadableAt}, func() error {
 		out = append(out, e)
 		e = EndpointStatus{}
 		return nil

@@ -72,13 +72,18 @@ const (
 	// be built or is refused by the egress guard: sending it again will not
 	// help.
 	Permanent Class = "permanent"
+	// NotAttempted: nothing was sent, for a reason of the worker's own
+	// that may pass (the endpoint's secret cannot be opened with its key
+	// file): the row is deferred as a gate defers it, no attempt spent,
+	// never dead-lettered for it. RetryAfter, when set, is how long.
+	NotAttempted Class = "not_attempted"
 )
 
 // String is c, or "unknown" for any other value, so that it is safe as a
 // bounded metric label.
 func (c Class) String() string {
 	switch c {
-	case Delivered, Retryable, Permanent:
+	case Delivered, Retryable, Permanent, NotAttempted:
 		return string(c)
 	}
 	return "unknown"

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxora/webhook-worker/claimer"
@@ -65,6 +66,9 @@ type httpSenders struct {
 	keys *sealed.Keyring
 	// certs gives each endpoint's sender its client certificate; nil: none.
 	certs *clientCerts
+	// secrets is told of the secrets that do not open and of those that
+	// open again; nil: nobody is.
+	secrets *secretWatch
 
 	mu  sync.Mutex
 	per map[string]*list.Element // by endpoint id; each holds an *endpointSender
@@ -77,9 +81,13 @@ type endpointSender struct {
 	previousUntil         time.Time
 	s                     *sender.Sender
 	err                   string // why the endpoint's URL or secret cannot be used
-	// sealed says err is a secret that does not open: the attempt is
-	// retried (a worker given the key sends it), never sent unsigned.
+	// sealed says err is a secret that does not open: the row is kept
+	// pending, not attempted (a worker given the key sends it), never sent
+	// unsigned; why is err without the endpoint's name.
 	sealed bool
+	why    string
+	// told says secrets was told that this sender's secret opens.
+	told atomic.Bool
 }
 
 func newHTTPSenders(env *sender.Sender, base sender.Config) *httpSenders {
@@ -134,7 +142,8 @@ func (h *httpSenders) newSender(r dispatcher.Row) *endpointSender {
 		cfg.PreviousSecret, err = h.keys.Open(r.PreviousSecret, sealed.EndpointSecret(r.EndpointID))
 	}
 	if err != nil {
-		es.err, es.sealed = "endpoint "+r.EndpointName+": its secret cannot be opened: "+err.Error(), true
+		es.why = "its secret cannot be opened: " + err.Error()
+		es.err, es.sealed = "endpoint "+r.EndpointName+": "+es.why, true
 		return es
 	}
 	if h.certs != nil {
@@ -152,9 +161,15 @@ func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Res
 	s, es := h.forRow(r)
 	if s == nil {
 		if es.sealed {
-			return dispatcher.Result{Class: dispatcher.Retryable, Error: es.err}
+			// Not attempted: deferred, no attempt spent, never dead-lettered
+			// for a key the worker may be given.
+			h.secrets.unreadable(ctx, r, es.why)
+			return dispatcher.Result{Class: dispatcher.NotAttempted, Error: es.err}
 		}
 		return dispatcher.Result{Class: dispatcher.Permanent, Error: es.err}
+	}
+	if es != nil && es.told.CompareAndSwap(false, true) {
+		h.secrets.readable(ctx, r)
 	}
 	name := r.EndpointName
 	if r.EndpointID == "" {

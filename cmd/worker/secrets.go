@@ -93,6 +93,11 @@ func checkCredentials(ctx context.Context, store *outbox.Store, k *sealed.Keyrin
 	if err != nil {
 		return err
 	}
+	// Every secret opens: the marks of the workers that could not open one
+	// (secretWatch) are of a key file no longer in use here.
+	if err := store.ClearSecretUnreadable(ctx, ""); err != nil {
+		return err
+	}
 	if n > 0 {
 		log.Warn("worker: endpoint secrets are stored in plaintext: run `worker keys encrypt-existing` with WEBHOOK_SECRETS_KEY_FILE",
 			"plaintext_secrets", n)

@@ -99,6 +99,8 @@ func printEndpoints(out io.Writer, eps []endpointStatus) {
 		state := "enabled"
 		if !e.Enabled {
 			state = "disabled: " + e.DisabledReason
+		} else if e.SecretUnreadable != "" {
+			state = "rows kept pending: a worker found " + e.SecretUnreadable + " (" + e.SecretUnreadableAt.UTC().Format(time.RFC3339) + ")"
 		} else if e.FailingSince != nil {
 			state = "failing since " + e.FailingSince.UTC().Format(time.RFC3339)
 		}

@@ -30,9 +30,15 @@ func TestSchemaRefusesTimesOutOfRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := db.Insert(t, "e", `{}`)[0]
+	// A processed row's lease: a pending row's is bounded closer still
+	// (migration 021's webhook_outbox_lease_bound, internal_bounds_test.go).
+	done := db.Insert(t, "e", `{}`)[0]
+	if _, err := db.Pool.Exec(ctx, `UPDATE webhook_outbox SET processed = true, processed_at = now() WHERE id = $1`, done); err != nil {
+		t.Fatal(err)
+	}
 	writes := map[string]string{
 		"webhook_outbox.created_at":               `INSERT INTO webhook_outbox (event_type, payload, created_at) VALUES ('e', '{}', $1::timestamptz)`,
-		"webhook_outbox.locked_until":             `UPDATE webhook_outbox SET locked_until = $1::timestamptz WHERE id = ` + strconv.FormatInt(id, 10),
+		"webhook_outbox.locked_until":             `UPDATE webhook_outbox SET locked_until = $1::timestamptz WHERE id = ` + strconv.FormatInt(done, 10),
 		"webhook_outbox.processed_at":             `UPDATE webhook_outbox SET processed_at = $1::timestamptz WHERE id = ` + strconv.FormatInt(id, 10),
 		"webhook_dead_letter.died_at":             `UPDATE webhook_dead_letter SET died_at = $1::timestamptz WHERE id = ` + dead,
 		"webhook_attempts.started_at":             `INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms) VALUES (gen_random_uuid(), 1, $1::timestamptz, 1)`,

@@ -41,6 +41,8 @@ type worker struct {
 	ret  *retention.Deleter // history's partitions; WEBHOOK_RETENTION=0 keeps them
 	// certs are the endpoints' client certificates, read again while it runs.
 	certs *clientCerts
+	// secrets tells of the endpoints' secrets the worker cannot open.
+	secrets *secretWatch
 	// blocked sets the blocked ordering keys' gauges while it runs.
 	blocked *blockedKeys
 
@@ -148,6 +150,7 @@ func (w *worker) openCredentials(ctx context.Context) error {
 		return err
 	}
 	w.certs = newClientCerts(store, w.cfg.Trust.Keys, w.log, w.reg)
+	w.secrets = newSecretWatch(store, w.log, w.reg)
 	w.blocked = newBlockedKeys(store, w.log, w.reg)
 	return w.certs.load(ctx)
 }
@@ -174,7 +177,7 @@ func (w *worker) senders() (*httpSenders, error) {
 	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: cfg.Concurrency,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
 		Proxy: cfg.Trust.EgressProxy, RootCAs: cfg.Trust.RootCAs})
-	snd.keys, snd.certs = cfg.Trust.Keys, w.certs
+	snd.keys, snd.certs, snd.secrets = cfg.Trust.Keys, w.certs, w.secrets
 	w.closers = append(w.closers, snd.Close)
 	return snd, nil
 }
