@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fluxora/webhook-worker/capped"
 	"github.com/fluxora/webhook-worker/console"
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/gates"
@@ -112,7 +113,7 @@ const (
 // serveConsole listens on cenv.Addr, prints the address, and serves until
 // ctx ends (then drains for up to 5 s).
 func serveConsole(ctx context.Context, h http.Handler, cenv consoleEnv, stdout, stderr io.Writer) int {
-	ln, err := listenCapped(cenv.Addr, consoleMaxConns)
+	ln, err := capped.Listen(cenv.Addr, consoleMaxConns)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
 		return exitFailure
@@ -122,7 +123,7 @@ func serveConsole(ctx context.Context, h http.Handler, cenv consoleEnv, stdout, 
 		scheme = "https"
 	}
 	fmt.Fprintf(stdout, "console: serving %s://%s/\n", scheme, ln.Addr())
-	hs := ln.server(h, serverTimeouts{header: consoleReadHeaderTimeout, read: consoleReadTimeout, write: consoleWriteTimeout, idle: consoleIdleTimeout},
+	hs := ln.Server(h, capped.Timeouts{Header: consoleReadHeaderTimeout, Read: consoleReadTimeout, Write: consoleWriteTimeout, Idle: consoleIdleTimeout},
 		slog.NewLogLogger(slog.NewTextHandler(stderr, nil).WithAttrs([]slog.Attr{slog.String("component", "console")}), slog.LevelWarn))
 	done := make(chan error, 1)
 	go func() {

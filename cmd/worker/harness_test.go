@@ -251,7 +251,13 @@ type process struct {
 
 func startProcess(t *testing.T, env map[string]string, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(workerBinary(t), args...)
+	return startCmd(t, exec.Command(workerBinary(t), args...), env)
+}
+
+// startCmd starts cmd (the worker, or a wrapper that runs it) with exactly
+// env; the test's end kills it, and prints its logs if the test failed.
+func startCmd(t *testing.T, cmd *exec.Cmd, env map[string]string) *process {
+	t.Helper()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,24 +24,7 @@ import (
 // hard: Go raises the soft limit to the hard one at start).
 func startWithFileLimit(t *testing.T, env map[string]string, n int) *process {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, n), workerBinary(t))
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	p := &process{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		if t.Failed() {
-			t.Logf("worker %d logs:\n%s", cmd.Process.Pid, p.logs.String())
-		}
-	})
-	return p
+	return startCmd(t, exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, n), workerBinary(t)), env)
 }
 
 // hog opens connections to addr that hold on: every other one sends a
@@ -177,67 +159,6 @@ func TestReadyzHidesConnectionDetails(t *testing.T) {
 	for _, detail := range []string{"readyz_user", "readyz_db", "127.0.0.1", ":1"} {
 		if !strings.Contains(logs.String(), detail) {
 			t.Errorf("the log does not tell %q: %s", detail, logs.String())
-		}
-	}
-}
-
-// At its cap the listener sheds idle and half-sent connections to serve a
-// newcomer, never one serving a request, and never holds more than its
-// cap open.
-func TestCapListenerShedsIdleNotBusy(t *testing.T) {
-	t.Parallel()
-	const capacity = 4
-	ln, err := listenCapped("127.0.0.1:0", capacity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{})
-	srv := ln.server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/busy" {
-			<-release
-		}
-		_, _ = io.WriteString(w, "ok")
-	}), serverTimeouts{header: time.Minute, read: time.Minute, write: time.Minute, idle: time.Minute}, nil)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	base := "http://" + ln.Addr().String()
-	busy := make(chan int, 2)
-	for range 2 {
-		go func() { code, _ := httpGet(base + "/busy"); busy <- code }()
-	}
-	serving := func() int {
-		ln.mu.Lock()
-		defer ln.mu.Unlock()
-		n := 0
-		for c := range ln.conns {
-			n += c.busy
-		}
-		return n
-	}
-	waitfor.True(t, 10*time.Second, "two requests being served", func() bool { return serving() == 2 })
-	h := &hog{addr: ln.Addr().String()}
-	for i := range 20 {
-		h.open(t, i)
-	}
-	t.Cleanup(h.close)
-	most := 0
-	waitfor.True(t, 20*time.Second, "a newcomer served beside the hogs", func() bool {
-		most = max(most, ln.open())
-		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		res, err := c.Get(base + "/new")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	})
-	if most = max(most, ln.open()); most > capacity {
-		t.Fatalf("%d connections open, cap %d", most, capacity)
-	}
-	close(release)
-	for range 2 {
-		if code := <-busy; code != http.StatusOK {
-			t.Fatalf("a request being served when the hogs came: %d, want 200 (shed while busy)", code)
 		}
 	}
 }
