@@ -1,77 +1,16 @@
 package sender_test
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fluxora/webhook-worker/egress"
+	"github.com/fluxora/webhook-worker/internal/refusingproxy"
 	"github.com/fluxora/webhook-worker/sender"
 )
-
-// recordingProxy is an HTTP proxy on loopback that records the target of
-// every request it is sent and refuses it (403): it never connects
-// anywhere.
-type recordingProxy struct {
-	ln      net.Listener
-	mu      sync.Mutex
-	targets []string
-	wg      sync.WaitGroup
-}
-
-func newRecordingProxy(t *testing.T) *recordingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &recordingProxy{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.serve(c) }()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
-	return p
-}
-
-func (p *recordingProxy) serve(c net.Conn) {
-	defer c.Close()
-	br := bufio.NewReader(c)
-	for {
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		p.targets = append(p.targets, req.Method+" "+req.Host)
-		p.mu.Unlock()
-		_, _ = io.Copy(io.Discard, req.Body)
-		if _, err := io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"); err != nil {
-			return
-		}
-	}
-}
-
-func (p *recordingProxy) seen() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.targets...)
-}
 
 // Behind a proxy the worker resolves nothing, yet every forbidden IP
 // literal, however it is spelled (Unicode digits and dots that the HTTP
@@ -81,8 +20,8 @@ func (p *recordingProxy) seen() []string {
 // client spells them on the wire (ASCII).
 func TestProxyNeverAskedForAForbiddenSpelling(t *testing.T) {
 	t.Parallel()
-	proxy := newRecordingProxy(t)
-	pu, _ := url.Parse("http://" + proxy.ln.Addr().String())
+	proxy := refusingproxy.New(t)
+	pu, _ := url.Parse(proxy.URL())
 	guard := egress.New(egress.Config{DenyLoopback: true})
 	send := func(raw string) sender.Result {
 		s, err := sender.New(sender.Config{URL: raw, Secret: []byte("k"), Timeout: 5 * time.Second, Proxy: pu, Control: guard.Control})
@@ -104,7 +43,7 @@ func TestProxyNeverAskedForAForbiddenSpelling(t *testing.T) {
 			t.Errorf("%s: %+v, want Permanent, refused by the guard", raw, res)
 		}
 	}
-	if got := proxy.seen(); len(got) != 0 {
+	if got := proxy.Seen(); len(got) != 0 {
 		t.Fatalf("the proxy was asked for %q", got)
 	}
 	for raw, want := range map[string]string{
@@ -114,7 +53,7 @@ func TestProxyNeverAskedForAForbiddenSpelling(t *testing.T) {
 		if res := send(raw); res.Outcome == sender.Delivered {
 			t.Errorf("%s: delivered through a proxy that refuses everything", raw)
 		}
-		if got := proxy.seen(); len(got) == 0 || got[len(got)-1] != want {
+		if got := proxy.Seen(); len(got) == 0 || got[len(got)-1] != want {
 			t.Errorf("%s: the proxy saw %q, want %q last", raw, got, want)
 		}
 	}

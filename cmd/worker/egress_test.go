@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/fluxora/webhook-worker/internal/refusingproxy"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/internal/waitfor"
 )
@@ -135,56 +131,6 @@ func mergeMaps(a, b map[string]string) map[string]string {
 	return out
 }
 
-// refusingProxy is an HTTP proxy on loopback that records the target of
-// every request and answers 403: it never connects anywhere.
-type refusingProxy struct {
-	ln      net.Listener
-	mu      sync.Mutex
-	targets []string
-	wg      sync.WaitGroup
-}
-
-func newRefusingProxy(t *testing.T) *refusingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &refusingProxy{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.serve(c) }()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
-	return p
-}
-
-func (p *refusingProxy) serve(c net.Conn) {
-	defer c.Close()
-	req, err := http.ReadRequest(bufio.NewReader(c))
-	if err != nil {
-		return
-	}
-	p.mu.Lock()
-	p.targets = append(p.targets, req.Method+" "+req.Host)
-	p.mu.Unlock()
-	_, _ = io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-}
-
-func (p *refusingProxy) seen() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.targets...)
-}
-
 // With WEBHOOK_EGRESS_PROXY set the worker resolves nothing, yet it
 // refuses every forbidden IP literal it can see, however the endpoint's
 // URL spells it (Unicode digits and dots, which Go's HTTP client maps to
@@ -196,7 +142,7 @@ func (p *refusingProxy) seen() []string {
 func TestProxyNeverAskedForAForbiddenSpelling(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	proxy := newRefusingProxy(t)
+	proxy := refusingproxy.New(t)
 	urls := map[string]string{
 		"circled": "https://10.0.0.①/", "fullwidth": "https://１０．０．０．１/", "metadata": "https://169.254.169.②⑤④/",
 		"ideographic": "https://10。0。0。1/", "halfwidth": "https://10｡0｡0｡1:8443/", "siit": "https://[::ffff:0:a9fe:a9fe]/",
@@ -212,12 +158,10 @@ func TestProxyNeverAskedForAForbiddenSpelling(t *testing.T) {
 	waitfor.True(t, 20*time.Second, "every literal dead-lettered", func() bool {
 		return db.Count(t, `SELECT count(*) FROM webhook_dead_letter WHERE attempts = 1 AND last_error LIKE '%egress guard: refused a %'`) == len(urls)-1
 	})
-	waitfor.True(t, 20*time.Second, "the name asked of the proxy", func() bool { return len(proxy.seen()) > 0 })
-	for _, target := range proxy.seen() {
+	waitfor.True(t, 20*time.Second, "the name asked of the proxy", func() bool { return len(proxy.Seen()) > 0 })
+	for _, target := range proxy.Seen() {
 		if target != "CONNECT xn--bcher-kva.example:443" {
 			t.Errorf("the proxy was asked for %q", target)
 		}
 	}
 }
-
-func (p *refusingProxy) URL() string { return "http://" + p.ln.Addr().String() }
