@@ -132,6 +132,8 @@ expect_refusal() { # expect_refusal WHAT COMMAND...: the command must fail; its 
 expect_refusal "a created_at of -infinity" psql -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "INSERT INTO webhook_outbox (event_type, payload, created_at) VALUES ('x', '{}', '-infinity')"
 expect_refusal "an endpoint at 012.0.0.1 (octal: 10.0.0.1)" bin/worker endpoints add --name inside --url https://012.0.0.1/hooks
 expect_refusal "purging dead letters older than 106752 days" bin/worker dlq purge --before 106752d --yes
+expect_refusal "an endpoint at https://10.0.0.①/ (Unicode digits, which the HTTP client maps to 10.0.0.1)" bin/worker endpoints add --name inside --url 'https://10.0.0.①/hooks'
+expect_refusal "a per-event header Webhook_Signature (CGI servers read it as webhook-signature)" psql -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "SELECT webhook_enqueue('x', '{}', NULL, '{\"Webhook_Signature\": \"v1,forged\"}')"
 if [ "${AUDIT_ADDR%:*}" = 127.0.0.1 ]; then
   echo "== audit's URL spelled http://2130706433:${AUDIT_ADDR#*:}/hooks (127.0.0.1 as one number, read as a browser reads it, never sent to DNS); event 7"
   bin/worker endpoints update audit --url "http://2130706433:${AUDIT_ADDR#*:}/hooks" >/dev/null
@@ -194,6 +196,14 @@ curl -fsS -H "Authorization: Bearer $(cat "$RUN/console.token")" "http://$CONSOL
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$CONSOLE_ADDR/api/endpoints")
 [ "$code" = 401 ] || { echo "demo FAILED: the console answered $code without a token"; exit 1; }
 echo "   without the token: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: rebound.example' -H "Authorization: Bearer $(cat "$RUN/console.token")" "http://$CONSOLE_ADDR/api/endpoints")
+[ "$code" = 421 ] || { echo "demo FAILED: the console answered $code to a Host it does not serve"; exit 1; }
+echo "   with the token but a Host it does not serve (a DNS-rebinding page): $code"
+for _ in $(seq 1 12); do curl -s -o /dev/null -H "Authorization: Bearer not-the-token-but-a-guess-0123456789" "http://$CONSOLE_ADDR/api/endpoints"; done
+wrong=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer not-the-token-but-a-guess-0123456789" "http://$CONSOLE_ADDR/api/endpoints")
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$RUN/console.token")" "http://$CONSOLE_ADDR/api/endpoints")
+[ "$wrong" = 429 ] && [ "$code" = 200 ] || { echo "demo FAILED: after 13 wrong tokens a wrong one got $wrong (want 429), the right one $code (want 200)"; exit 1; }
+echo "   after 13 wrong tokens from this address: a wrong one $wrong, the right one $code (guessing is throttled, the operator never locked out)"
 if [ -n "${DEMO_KEEP_CONSOLE:-}" ]; then
   echo "== DEMO_KEEP_CONSOLE is set: the console stays up at http://$CONSOLE_ADDR/ (token file $RUN/console.token) until Ctrl-C"
   wait "${pids[-1]}" || true
