@@ -306,22 +306,29 @@ func TestRotationSeenByTheConsumer(t *testing.T) {
 // TestConsumerDocSnippetsAreRun fails when a Go block of docs/consumers.md
 // is not, line for line (leading blanks aside), code of this file.
 func TestConsumerDocSnippetsAreRun(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/consumers.md")
+	checkBlocks(t, "../../docs/consumers.md", "consumers_test.go", 5)
+}
+
+// checkBlocks fails unless doc has at least want Go blocks and each is,
+// line for line (leading blanks aside), code of the test file code.
+func checkBlocks(t *testing.T, doc, code string, want int) {
+	t.Helper()
+	md, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.ReadFile("consumers_test.go")
+	src, err := os.ReadFile(code)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlocks(doc)
-	if len(blocks) < 4 {
-		t.Fatalf("docs/consumers.md has %d Go blocks, want the kit, the library, by hand and ordered", len(blocks))
+	blocks := goBlocks(md)
+	if len(blocks) < want {
+		t.Fatalf("%s has %d Go blocks, want %d", doc, len(blocks), want)
 	}
-	code := normalize(self)
+	norm := normalize(src)
 	for _, b := range blocks {
-		if !strings.Contains(code, normalize(b)) {
-			t.Errorf("this Go block of docs/consumers.md is not run by %s:\n%s", "internal/docsnippets/consumers_test.go", b)
+		if !strings.Contains(norm, normalize(b)) {
+			t.Errorf("this Go block of %s is not run by internal/docsnippets/%s:\n%s", doc, code, b)
 		}
 	}
 }
