@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The console's reads (issue 24): the last hour's figures of every
+// The console's reads: the last hour's figures of every
 // endpoint, an endpoint's recent attempts, and a delivery's attempts and
 // row found by its delivery id or its event's. Every read of
 // webhook_attempts is bounded by started_at, so that its plan holds only

@@ -241,8 +241,8 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 // *bytes.Reader, which net/http knows to be in memory, so that the
 // request's headers and body go out in one write. A body type of our own
 // made it flush the headers first: two writes, two TCP segments and two
-// reads at the consumer for every delivery (a tenth of the worker's CPU
-// in a drain went to write(2)).
+// reads at the consumer for every delivery, and a drain's worker busy
+// in write(2).
 func newBody(p []byte) io.ReadCloser {
 	if len(p) == 0 {
 		return http.NoBody
