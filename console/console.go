@@ -81,6 +81,12 @@ type Config struct {
 	// breaker it is.
 	Breakers   Breakers
 	DefaultURL string
+	// RequestHeaders returns the headers of the request the worker sends
+	// for r, its signature headers empty: cmd/worker passes the sender's
+	// own (sender.Header), so that the delivery page shows what the sender
+	// builds, not a list of its own. The console masks the secret values.
+	// Nil: the delivery page shows no request.
+	RequestHeaders func(r Request) http.Header
 	// Hosts are the names (or name:port) the console answers to besides
 	// the address a request came to and, on loopback, localhost; a request
 	// for any other Host gets 421 (it may come from a page whose name was

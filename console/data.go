@@ -3,11 +3,13 @@ package console
 import (
 	"context"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/fluxora/webhook-worker/eventheaders"
 	"github.com/fluxora/webhook-worker/outbox"
 )
 
@@ -141,21 +143,52 @@ func (s *Server) endpointDetail(ctx context.Context, name string) (EndpointDetai
 }
 
 // Delivery is what a search by delivery or event id finds: the row's event
-// and payload preview, the request headers as the worker sends them
-// (signatures and other secret headers masked), and every attempt.
+// and payload preview, the request of each delivery's last attempt (its
+// headers as the sender builds them, secret ones masked), and every
+// attempt.
 type Delivery struct {
 	ID       string                   `json:"id"`
 	Found    bool                     `json:"found"`
 	Row      *outbox.DeliveryRow      `json:"row"`
-	Headers  [][2]string              `json:"request_headers"`
+	Requests []SentRequest            `json:"requests"`
 	Attempts []outbox.DeliveryAttempt `json:"attempts"`
+}
+
+// SentRequest is the request of a delivery's last attempt: its headers,
+// sorted by name, as the sender builds them (Config.RequestHeaders), the
+// secret ones' values masked.
+type SentRequest struct {
+	DeliveryID string      `json:"delivery_id"`
+	Endpoint   string      `json:"endpoint"`
+	Attempt    int         `json:"attempt"`
+	Headers    [][2]string `json:"headers"`
+}
+
+// Request is what the headers of a delivery's request are made of: the
+// delivery, one of its attempts and what its row carries.
+type Request struct {
+	DeliveryID, EventType string
+	// Endpoint is the attempt's endpoint name (the WEBHOOK_URL one's is
+	// outbox.DefaultEndpointName).
+	Endpoint string
+	// Attempt is the attempt's number, 1 for the first.
+	Attempt int
+	// Started is when the attempt started: its timestamp headers carry
+	// this second.
+	Started time.Time
+	// Headers are the event's own headers, by name.
+	Headers []eventheaders.Field
+	// OrderingKey and Sequence are the delivery's place in its lane (""
+	// and 0 without a key).
+	OrderingKey string
+	Sequence    int64
 }
 
 // delivery searches id; the row is looked up in the history processed
 // between an hour before the first attempt and an hour after the last
 // (the last Window when there is none).
 func (s *Server) delivery(ctx context.Context, id string) (Delivery, error) {
-	d := Delivery{ID: id}
+	d := Delivery{ID: id, Requests: []SentRequest{}}
 	var err error
 	if d.Attempts, err = s.cfg.Store.SearchAttempts(ctx, id); err != nil {
 		return d, err
@@ -173,12 +206,67 @@ func (s *Server) delivery(ctx context.Context, id string) (Delivery, error) {
 		return d, err
 	}
 	if ok {
-		d.Headers = requestHeaders(id, row)
+		if d.Requests, err = s.requests(ctx, id, row, d.Attempts, from, to); err != nil {
+			return d, err
+		}
 		row.Headers = maskHeaders(row.Headers)
 		d.Row = &row
 	}
 	d.Found = ok || len(d.Attempts) > 0
 	return d, nil
+}
+
+// requests are the requests of the last attempt of each delivery in
+// attempts (ordered by delivery, oldest first), the row found for id
+// giving the event: the delivery's own or, for a search by event id, its
+// event's. A delivery of a keyed event has a sequence of its own, read
+// from its own row (0 when that is gone). None without
+// Config.RequestHeaders.
+func (s *Server) requests(ctx context.Context, id string, row outbox.DeliveryRow, attempts []outbox.DeliveryAttempt, from, to time.Time) ([]SentRequest, error) {
+	out := []SentRequest{}
+	if s.cfg.RequestHeaders == nil {
+		return out, nil
+	}
+	fields := make([]eventheaders.Field, 0, len(row.Headers))
+	for _, k := range slices.Sorted(maps.Keys(row.Headers)) {
+		fields = append(fields, eventheaders.Field{Name: k, Value: row.Headers[k]})
+	}
+	for i, a := range attempts {
+		if i+1 < len(attempts) && attempts[i+1].DeliveryID == a.DeliveryID {
+			continue // not its last
+		}
+		r := Request{DeliveryID: a.DeliveryID, EventType: row.EventType, Endpoint: a.Endpoint, Attempt: a.Attempt.Attempt,
+			Started: a.StartedAt, Headers: fields, OrderingKey: row.OrderingKey, Sequence: row.Sequence}
+		if r.OrderingKey != "" && !strings.EqualFold(a.DeliveryID, id) {
+			own, ok, err := s.cfg.Store.DeliveryRow(ctx, a.DeliveryID, from, to, 0)
+			if err != nil {
+				return nil, err
+			}
+			r.Sequence = 0
+			if ok {
+				r.Sequence = own.Sequence
+			}
+		}
+		out = append(out, SentRequest{DeliveryID: a.DeliveryID, Endpoint: a.Endpoint, Attempt: a.Attempt.Attempt,
+			Headers: headerList(s.cfg.RequestHeaders(r))})
+	}
+	return out, nil
+}
+
+// headerList is h as name and value pairs sorted by name
+// (case-insensitively), a name given twice once per value, the secret
+// ones' values masked.
+func headerList(h http.Header) [][2]string {
+	names := slices.SortedFunc(maps.Keys(h), func(a, b string) int {
+		return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+	})
+	out := make([][2]string, 0, len(h))
+	for _, k := range names {
+		for _, v := range h[k] {
+			out = append(out, [2]string{k, maskHeader(k, v)})
+		}
+	}
+	return out
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -201,12 +289,16 @@ const masked = "••••••••"
 // secretHeader says whether a header's value is a credential, shown masked
 // wherever the console shows headers: signatures, Authorization,
 // Proxy-Authorization, cookies, and every name holding token, secret,
-// password or key (API keys, X-Auth-Token, ...).
+// password or key (API keys, X-Auth-Token, ...), but for the worker's own
+// ordering key headers (an event cannot set a webhook-* or x-fluxora-*
+// header).
 func secretHeader(name string) bool {
 	n := strings.ToLower(name)
 	switch n {
 	case "authorization", "proxy-authorization":
 		return true
+	case "webhook-ordering-key", "x-fluxora-ordering-key":
+		return false
 	}
 	for _, part := range []string{"signature", "cookie", "token", "secret", "password", "key"} {
 		if strings.Contains(n, part) {
@@ -222,27 +314,6 @@ func maskHeader(name, value string) string {
 		return masked
 	}
 	return value
-}
-
-// requestHeaders are the headers the worker sends with the delivery (the
-// attempts table keeps none): the sender's own, then the event's own,
-// secret ones masked.
-func requestHeaders(id string, row outbox.DeliveryRow) [][2]string {
-	h := [][2]string{
-		{"Content-Type", "application/json"},
-		{"X-Fluxora-Delivery-Id", id},
-		{"X-Fluxora-Event", row.EventType},
-		{"X-Fluxora-Signature", masked},
-		{"Webhook-Id", id},
-		{"Webhook-Signature", masked},
-	}
-	for _, k := range slices.Sorted(maps.Keys(row.Headers)) {
-		h = append(h, [2]string{k, row.Headers[k]})
-	}
-	for i := range h {
-		h[i][1] = maskHeader(h[i][0], h[i][1])
-	}
-	return h
 }
 
 // maskHeaders is headers with the secret ones' values masked (a copy).

@@ -48,41 +48,30 @@ func TestOverview(t *testing.T) {
 	}
 }
 
-// A search by the event id finds its delivery to shop, attempts and
-// payload preview, signatures masked; by a delivery id the same; an
-// unknown id nothing; a malformed one is a 400.
+// A search by the event id finds its delivery to shop, attempts,
+// payload preview and the request of the last attempt, signatures
+// masked; by a delivery id the same; an unknown id nothing; a malformed
+// one is a 400.
 func TestDeliverySearch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := client(t)
-	res, body := do(t, c, "GET", b.url+"/api/deliveries/"+event, nil, bearer...)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("by event id: %d %s", res.StatusCode, body)
-	}
-	var d struct {
-		Row struct {
-			PayloadPreview string `json:"payload_preview"`
-		}
-		Headers  [][2]string `json:"request_headers"`
-		Attempts []struct {
-			DeliveryID string `json:"delivery_id"`
-			Status     int
-		}
-	}
-	if err := json.Unmarshal([]byte(body), &d); err != nil {
-		t.Fatal(err)
-	}
+	d := searchDelivery(t, b, c, event)
 	if len(d.Attempts) != 2 || d.Attempts[1].Status != 200 || len(d.Row.PayloadPreview) != 2048 {
 		t.Fatalf("delivery %+v: want 2 attempts, the last 200, a preview of 2048", d)
 	}
-	sig := map[string]string{}
-	for _, h := range d.Headers {
-		sig[h[0]] = h[1]
+	if len(d.Requests) != 1 || d.Requests[0].DeliveryID != d.Attempts[1].DeliveryID || d.Requests[0].Attempt != 2 || d.Requests[0].Endpoint != "shop" {
+		t.Fatalf("requests %+v: want the one of attempt 2 of the delivery to shop", d.Requests)
 	}
-	if !strings.Contains(sig["Webhook-Signature"], "••••") || sig["traceparent"] != "00-abc-01" {
-		t.Fatalf("headers %v: want the signature masked and the event's traceparent", d.Headers)
+	h := map[string]string{}
+	for _, kv := range d.Requests[0].Headers {
+		h[kv[0]] = kv[1]
 	}
-	res, body = do(t, c, "GET", b.url+"/deliveries?id="+d.Attempts[0].DeliveryID, nil, bearer...)
+	if h["Webhook-Signature"] != "••••••••" || h["traceparent"] != "00-abc-01" || h["X-Fluxora-Event"] != "order.created" ||
+		h["X-Fluxora-Attempt"] != "2" || h["X-Fluxora-Delivery-Id"] != d.Attempts[1].DeliveryID {
+		t.Fatalf("headers %v: want the request's, the signature masked and the event's traceparent", d.Requests[0].Headers)
+	}
+	res, body := do(t, c, "GET", b.url+"/deliveries?id="+d.Attempts[0].DeliveryID, nil, bearer...)
 	if res.StatusCode != http.StatusOK || strings.Count(body, "<tr><td>"+d.Attempts[0].DeliveryID) != 2 {
 		t.Fatalf("by delivery id: %d %s", res.StatusCode, body)
 	}
@@ -92,6 +81,60 @@ func TestDeliverySearch(t *testing.T) {
 	if res, _ := do(t, c, "GET", b.url+"/api/deliveries/nope", nil, bearer...); res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("not a uuid: %d, want 400", res.StatusCode)
 	}
+}
+
+// A keyed event's delivery carries the key, shown (not a credential), and
+// the sequence of its own row, found by the event's id too.
+func TestDeliverySearchOrdering(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `UPDATE webhook_outbox SET ordering_key = 'order-42' WHERE delivery_id = $1`, event)
+	b.exec(t, `INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, ordering_key, ordering_seq, processed, processed_at)
+		VALUES (md5($1::uuid::text || '/' || $2)::uuid, 'order.created', '{}', $2::uuid, 'order-42', 5, true, now() - interval '20 seconds')`, event, b.ids["shop"])
+	c := client(t)
+	for _, id := range []string{event, searchDelivery(t, b, c, event).Attempts[0].DeliveryID} {
+		d := searchDelivery(t, b, c, id)
+		if len(d.Requests) != 1 {
+			t.Fatalf("search %s: requests %+v, want one", id, d.Requests)
+		}
+		h := map[string]string{}
+		for _, kv := range d.Requests[0].Headers {
+			h[kv[0]] = kv[1]
+		}
+		if h["Webhook-Ordering-Key"] != "order-42" || h["Webhook-Sequence"] != "5" {
+			t.Fatalf("search %s: headers %v, want the key and the delivery's sequence 5", id, d.Requests[0].Headers)
+		}
+	}
+}
+
+// searchedDelivery is what GET /api/deliveries/ID answers.
+type searchedDelivery struct {
+	Row struct {
+		PayloadPreview string `json:"payload_preview"`
+	}
+	Requests []struct {
+		DeliveryID string `json:"delivery_id"`
+		Endpoint   string
+		Attempt    int
+		Headers    [][2]string
+	}
+	Attempts []struct {
+		DeliveryID string `json:"delivery_id"`
+		Status     int
+	}
+}
+
+func searchDelivery(t *testing.T, b bundle, c *http.Client, id string) searchedDelivery {
+	t.Helper()
+	res, body := do(t, c, "GET", b.url+"/api/deliveries/"+id, nil, bearer...)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/deliveries/%s: %d %s", id, res.StatusCode, body)
+	}
+	var d searchedDelivery
+	if err := json.Unmarshal([]byte(body), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // The endpoint page shows its attempts and dead letters; an unknown

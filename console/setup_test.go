@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,22 @@ type bundle struct {
 	srv *console.Server   // to serve requests without a connection
 }
 
+// requestHeaders stands in for sender.Header, which this package may not
+// import (cmd/worker's TestConsoleShowsTheRequestSent compares the real
+// one with a real request): a header for each field of r, the signature
+// empty.
+func requestHeaders(r console.Request) http.Header {
+	h := http.Header{"X-Fluxora-Delivery-Id": {r.DeliveryID}, "X-Fluxora-Event": {r.EventType}, "X-Fluxora-Endpoint": {r.Endpoint},
+		"X-Fluxora-Attempt": {strconv.Itoa(r.Attempt)}, "X-Fluxora-Timestamp": {strconv.FormatInt(r.Started.Unix(), 10)}, "Webhook-Signature": {""}}
+	if r.OrderingKey != "" {
+		h["Webhook-Ordering-Key"], h["Webhook-Sequence"] = []string{r.OrderingKey}, []string{strconv.FormatInt(r.Sequence, 10)}
+	}
+	for _, f := range r.Headers {
+		h[f.Name] = []string{f.Value}
+	}
+	return h
+}
+
 // setup serves a console over a fresh database holding the fixture:
 // endpoints shop (enabled) and off (disabled), shop's attempts of the last
 // hour, and dead letters of both.
@@ -102,7 +119,7 @@ func setupConfig(t *testing.T, edit func(*console.Config)) bundle {
 	}
 	log := &syncBuffer{}
 	cfg := console.Config{Store: store, Endpoints: catalog{store}, Token: []byte(testToken),
-		Logger: slog.New(slog.NewTextHandler(log, nil))}
+		Logger: slog.New(slog.NewTextHandler(log, nil)), RequestHeaders: requestHeaders}
 	edit(&cfg)
 	srv, err := console.New(cfg)
 	if err != nil {

@@ -99,9 +99,9 @@ func (d *Dispatcher) cooldownLeft() time.Duration {
 // be waiting for those slots, and the loop claims again as they are given
 // back (after ClaimCooldown), not at the next recheck or sweep. Without
 // it a backlogged endpoint held at its cap beside others, while other
-// slots stayed free, was claimed for only at the rechecks (1 to 341 ms
-// after the last rows) and the sweep: a 100 ms consumer drained at a third
-// of its cap's rate.
+// slots stayed free, would be claimed for only at the rechecks
+// (recheckDelays after the last rows) and the sweep, and drain well below
+// its cap's rate.
 func (d *Dispatcher) cappedBy(q Query) bool {
 	now := d.cfg.Now()
 	holds := func(id string) bool { return d.held[id] > 0 && !d.parkedAt(id, now) }

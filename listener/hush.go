@@ -23,7 +23,7 @@ const (
 // helpSQL notifies. Its own lock_timeout (the Hush's Timeout, in the implicit
 // transaction of the two statements) replaces HushLockWait: a NOTIFY queues
 // for the database-wide notify lock behind every other notifying commit,
-// which under load takes longer than 20 ms.
+// which under load takes longer than HushLockWait.
 func helpSQL(timeout time.Duration) string {
 	return "SET LOCAL lock_timeout = " + strconv.FormatInt(timeout.Milliseconds(), 10) + "; NOTIFY " + ChannelDefault
 }

@@ -11,9 +11,8 @@ const dueHead = `o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_u
 // enough for the partial index): statistics taken while the table held
 // only events (or nothing) give that clause no rows, so LIMIT 1 saved the
 // index scan nothing and the planner read the whole table once per
-// endpoint instead (custom and generic plans alike: a claim over 10 queues
-// touched 5,850 buffers, over 1,000 queues 28,118; now about 1,000 and
-// 6,100; TestClaimListsQueuesOnTheIndexWithStaleStatistics).
+// endpoint instead (custom and generic plans alike;
+// TestClaimListsQueuesOnTheIndexWithStaleStatistics).
 const queuesCTE = `queues(endpoint_id) AS (
   (SELECT o.endpoint_id FROM webhook_outbox o
    WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held
@@ -62,12 +61,12 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // events than can fit (fan_cap: every event makes a delivery at least for
 // each endpoint not skipped subscribed to every type, and for @env, out of
 // what @limit leaves after the queue rows chosen, and no more than the
-// room @env_room leaves; 40 locked to fan out 4 cost a sixth of the
-// claim). With @env skipped and no enabled endpoint in the table, it locks
+// room @env_room leaves; locking events only to leave them is a
+// measurable share of the claim). With @env skipped and no enabled endpoint in the table, it locks
 // none: the event row is that endpoint's only delivery, and fanning it out
-// unleased would only update it twice (a drain of 50,000 fanned out every
-// event ahead of its lease while the endpoint's limit started below the
-// slots: 30 MiB of WAL in the claims instead of 20). When it locked as
+// unleased would only update it twice (a drain would fan out every event
+// ahead of its lease while the endpoint's limit starts below the slots,
+// writing each row's WAL twice). When it locked as
 // many as can fit, more looks (without a lock, one probe of
 // webhook_outbox_events_idx past them) for another due event, so
 // that a lone event leased whole does not cost an empty claim; the events
@@ -106,9 +105,8 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // the fan-out's bookkeeping (subscriptions, budgets, offers, fits) would
 // only confirm what fan_cap already decided: the events locked are taken
 // as they are, leased while the room lasts, and the rest of the fan-out
-// is not run (a gating condition, so not evaluated at all). It was a
-// fifth of the claim's time in a drain (1.71 against 1.47 ms a claim of
-// 100 rows). The last column, plain, says that, and that no endpoint of
+// is not run (a gating condition, so not evaluated at all): in a drain
+// it would be a good share of every claim's time. The last column, plain, says that, and that no endpoint of
 // the table has a pending delivery either: the next claim may then try
 // PlainClaimSQL.
 //
@@ -127,8 +125,9 @@ const olderKeyedEvent = `SELECT 1 FROM webhook_outbox p
 // @limit, which its own LIMIT never exceeds: the planner takes a LIMIT it
 // cannot read for a tenth of the rows, and a custom plan (the pooled path
 // plans every claim with its parameters, and cannot turn JIT off) was
-// estimated at millions with a real backlog, over jit_above_cost: a 2 ms
-// claim spent 1.4 s compiling (TestClaimCustomPlanStaysUnderTheJITThreshold).
+// estimated at millions with a real backlog, over jit_above_cost, and a
+// short claim spent far longer compiling than running
+// (TestClaimCustomPlanStaysUnderTheJITThreshold).
 // more says
 // that rows were left that this claim could have taken: a queue gave its
 // whole share with room left, more queues were ready than served, rows

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The console's reads (issue 24): the last hour's figures of every
+// The console's reads: the last hour's figures of every
 // endpoint, an endpoint's recent attempts, and a delivery's attempts and
 // row found by its delivery id or its event's. Every read of
 // webhook_attempts is bounded by started_at, so that its plan holds only
@@ -140,6 +140,11 @@ type DeliveryRow struct {
 	PayloadPreview string            `json:"payload_preview"`
 	PayloadBytes   int               `json:"payload_bytes"`
 	Headers        map[string]string `json:"headers"` // the event's own headers
+	// OrderingKey and Sequence are the row's ordering_key and
+	// ordering_seq ("" and 0 for none; a fan-out in flight has no
+	// sequence yet).
+	OrderingKey string `json:"ordering_key,omitempty"`
+	Sequence    int64  `json:"sequence,omitempty"`
 }
 
 // DeliveryRowSQL finds the row of the delivery or event @id: a dead letter
@@ -148,17 +153,18 @@ type DeliveryRow struct {
 // [@from, @to] (the time bounds prune the history to its partitions; the
 // pending partition has no delivery_id index: it is read whole). The
 // payload is cut to @preview characters.
-const DeliveryRowSQL = `SELECT r.w, r.event_type, left(r.payload::text, @preview), octet_length(r.payload::text), coalesce(r.headers, '{}'::jsonb)
+const DeliveryRowSQL = `SELECT r.w, r.event_type, left(r.payload::text, @preview), octet_length(r.payload::text), coalesce(r.headers, '{}'::jsonb),
+  coalesce(r.ordering_key, ''), coalesce(r.ordering_seq, 0)
 FROM (
-  SELECT 'dead_letter' AS w, event_type, payload, headers, 1 AS rank FROM webhook_dead_letter WHERE delivery_id = @id::uuid
+  SELECT 'dead_letter' AS w, event_type, payload, headers, ordering_key, ordering_seq, 1 AS rank FROM webhook_dead_letter WHERE delivery_id = @id::uuid
   UNION ALL
-  SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END, event_type, payload, headers, 2
+  SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END, event_type, payload, headers, ordering_key, ordering_seq, 2
   FROM webhook_outbox WHERE NOT processed AND delivery_id = @id::uuid
   UNION ALL
-  SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, o.event_type, o.payload, o.headers, 2
+  SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, o.event_type, o.payload, o.headers, o.ordering_key, NULL, 2
   FROM ` + fanOutInFlightSQL + ` AND x.delivery_id = @id::uuid
   UNION ALL
-  SELECT 'processed', event_type, payload, headers, 3 FROM webhook_outbox
+  SELECT 'processed', event_type, payload, headers, ordering_key, ordering_seq, 3 FROM webhook_outbox
   WHERE processed AND processed_at >= @from AND processed_at <= @to AND delivery_id = @id::uuid
 ) r ORDER BY r.rank LIMIT 1`
 
@@ -167,7 +173,7 @@ FROM (
 func (s *Store) DeliveryRow(ctx context.Context, id string, from, to time.Time, preview int) (DeliveryRow, bool, error) {
 	var r DeliveryRow
 	err := s.pool.QueryRow(ctx, DeliveryRowSQL, pgx.NamedArgs{"id": id, "from": from, "to": to, "preview": preview}).
-		Scan(&r.Where, &r.EventType, &r.PayloadPreview, &r.PayloadBytes, &r.Headers)
+		Scan(&r.Where, &r.EventType, &r.PayloadPreview, &r.PayloadBytes, &r.Headers, &r.OrderingKey, &r.Sequence)
 	switch {
 	case err == pgx.ErrNoRows:
 		return DeliveryRow{}, false, nil

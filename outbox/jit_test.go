@@ -20,13 +20,13 @@ const jitAboveCost = 100_000
 // every claim is planned with its parameters (a custom plan). Each of the
 // claim's locking scans has a LIMIT the planner cannot read from a custom
 // plan's parameters (an endpoint's room, the fan-out's budget), so it took
-// each for a tenth of the rows: with 200,000 rows of a stuck endpoint,
-// 50,000 events and 50,000 WEBHOOK_URL deliveries pending the claim was
-// estimated at 1.1 million, over jit_above_cost (and its inlining and
-// optimizing thresholds), and a 2 ms statement spent 1.4 s compiling: a
-// 50,000-event drain through PgBouncer ran at 112 deliveries/s instead of
-// about 17,000. Each locking scan now also stops at @limit, a constant of
-// the custom plan, so the estimate stays small whatever the backlog.
+// each for a tenth of the rows: with a large backlog (a stuck endpoint's
+// rows, events and WEBHOOK_URL deliveries) the claim was estimated at
+// millions of rows, over jit_above_cost (and its inlining and
+// optimizing thresholds), and a short statement spent far longer
+// compiling than running: a drain through PgBouncer slowed to a crawl.
+// Each locking scan now also stops at @limit, a constant of the custom
+// plan, so the estimate stays small whatever the backlog.
 func TestClaimCustomPlanStaysUnderTheJITThreshold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -20,8 +20,8 @@ const MaxDelay = 366 * 24 * time.Hour
 
 // RecordSQL writes every outcome in one statement. The outcomes come as
 // parallel arrays, one element an outcome (see recordArgs), which the
-// driver sends in binary: a JSON array parsed by jsonb_to_recordset cost
-// the server about 2 µs an outcome and the worker as much to encode.
+// driver sends in binary: a JSON array parsed by jsonb_to_recordset would
+// cost the server a parse of every outcome and the worker its encoding.
 // @own are the outcomes' row ids (@ids here), so that "o.id = ANY(@own)"
 // keeps every plan on the primary key whatever the planner guesses of the
 // arrays. released, deferred and marked touch only
@@ -35,9 +35,8 @@ const MaxDelay = 366 * 24 * time.Hour
 // (and its last error at most once a second), so that a steady stream of
 // outcomes does not write, nor queue on, the endpoint's row. Outcomes of
 // deliveries without rows of their own (fan-outs in flight) go through
-// RecordFanSQL instead: its steps for them cost every batch a tenth more
-// (a claim-and-record loop of one endpoint's queue, 1.70 against 1.80 ms a
-// record of 100), so a batch without them does not run them.
+// RecordFanSQL instead: its steps for them cost every batch, so a batch
+// without them does not run them.
 const RecordSQL = `WITH r AS (
   ` + recordArrays + `)
     AS r(` + recordColumns + `)
@@ -175,9 +174,9 @@ var (
 // PostgreSQL text can hold: a value the server refused would fail the
 // whole batch. marks says the outcome ends the row (ends): marked moves
 // it to history. An array of its own, not kind IN (…) in the statement,
-// so that the planner takes half the outcomes for marked, not 3 in 100,
-// and hashes them: it compared every outcome with every row instead (116
-// outcomes, 13,456 comparisons, 2 ms of the statement's 4.9).
+// so that the planner takes half the outcomes for marked, not a few in a
+// hundred, and hashes them: it compared every outcome with every row
+// instead, a cost that grows with the square of the batch.
 //
 // With outcomes of deliveries without rows (fan is true), it gives
 // RecordFanSQL's arrays too; else own is ids, and RecordSQL is the

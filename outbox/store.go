@@ -3,8 +3,8 @@
 // webhook_endpoints). Each statement is a named constant beside a comment
 // saying what it guarantees; the other packages call methods of a Store
 // and never write SQL on these tables themselves (the producer kit runs
-// its INSERT in the producer's transaction, but takes it from here:
-// InsertSQL).
+// its INSERT in the producer's transaction, but takes it from the
+// sub-package outbox/insert, which imports no driver).
 //
 // The rules every statement shares:
 //   - A row is due when it is pending, its created_at has come and no lease

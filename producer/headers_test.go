@@ -116,4 +116,30 @@ func TestEnqueueRefusesBadHeaders(t *testing.T) {
 	if !errors.Is(err, producer.ErrHeadersInvalid) || err.Error() != `producer: invalid headers: "x-stricter": refused by this database` {
 		t.Fatalf("refused by the database: %v", err)
 	}
+	// The same through database/sql (pgx's driver).
+	sqlDB, err := sql.Open("pgx", db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	stx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stx.Rollback()
+	_, err = producer.EnqueueSQL(ctx, stx, "e", []byte(`{}`), producer.WithHeaders(map[string]string{"x-stricter": "1"}))
+	if !errors.Is(err, producer.ErrHeadersInvalid) || err.Error() != `producer: invalid headers: "x-stricter": refused by this database` {
+		t.Fatalf("refused by the database through database/sql: %v", err)
+	}
+	// Another refusal of the same SQLSTATE is not the headers'. (The
+	// transactions end first: ALTER TABLE waits for their locks.)
+	_ = stx.Rollback()
+	_ = tx.Rollback(ctx)
+	if _, err := db.Pool.Exec(ctx, `ALTER TABLE webhook_outbox_pending ADD CONSTRAINT test_no_forbidden CHECK (event_type <> 'forbidden')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = producer.Enqueue(ctx, db.Pool, "forbidden", []byte(`{}`), producer.WithHeaders(map[string]string{"x-ok": "1"}))
+	if err == nil || errors.Is(err, producer.ErrHeadersInvalid) || !strings.Contains(err.Error(), "test_no_forbidden") {
+		t.Fatalf("another check violation: %v, want it as the database said it, not ErrHeadersInvalid", err)
+	}
 }

@@ -37,11 +37,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/fluxora/webhook-worker/eventheaders"
-	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/outbox/insert"
 )
 
 // Limits of the contract.
@@ -116,9 +113,9 @@ func apply(opts []Option) options {
 	return o
 }
 
-// insert returns the statement and arguments for an event. The headers
+// statement returns the statement and arguments for an event. The headers
 // argument is NULL without headers.
-func insert(eventType string, payload []byte, o options) (string, []any, error) {
+func statement(eventType string, payload []byte, o options) (string, []any, error) {
 	var headers any
 	if len(o.headers) > 0 {
 		b, err := json.Marshal(o.headers)
@@ -132,44 +129,77 @@ func insert(eventType string, payload []byte, o options) (string, []any, error) 
 		key = *o.key
 	}
 	if o.endpoint == "" {
-		return outbox.InsertSQL, []any{eventType, string(payload), headers, key}, nil
+		return insert.EventSQL, []any{eventType, string(payload), headers, key}, nil
 	}
-	return outbox.InsertToEndpointSQL, []any{eventType, string(payload), headers, key, o.endpoint}, nil
+	return insert.ToEndpointSQL, []any{eventType, string(payload), headers, key, o.endpoint}, nil
 }
 
 // scanError maps a targeted insert that found no endpoint to
 // ErrUnknownEndpoint, naming it, and the database's refusal of the headers
 // to ErrHeadersInvalid.
+//
+// The kit imports no driver, so it knows their errors by what they share:
+// no row is database/sql's ErrNoRows, which pgx's ErrNoRows wraps. A
+// refusal of the headers is an error with an SQLState() method (pgx's
+// *pgconn.PgError has one, through pgx and through its database/sql
+// driver) answering 23514 whose text holds the message the schema raises,
+// "webhook_outbox.headers: " and the reason. A driver whose errors have no
+// SQLState method gets the refusal as any other error, wrapped in
+// "producer: enqueue: " (the database still refused the row).
 func scanError(err error, o options) error {
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows):
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w named %q", ErrUnknownEndpoint, o.endpoint)
-	case errors.As(err, &pgErr) && pgErr.ConstraintName == headersConstraint:
-		return fmt.Errorf("%w: %s", ErrHeadersInvalid, strings.TrimPrefix(pgErr.Message, "webhook_outbox.headers: "))
+	}
+	if reason, ok := headersRefused(err); ok {
+		return fmt.Errorf("%w: %s", ErrHeadersInvalid, reason)
 	}
 	return fmt.Errorf("producer: enqueue: %w", err)
 }
 
-// headersConstraint is the constraint name the database refuses bad
-// headers under (the trigger webhook_content_valid, SQLSTATE 23514).
-const headersConstraint = "webhook_outbox_headers_valid"
+// headersRefused returns the reason of the database's refusal of the
+// headers, when err is one (see scanError).
+func headersRefused(err error) (string, bool) {
+	var state interface {
+		error
+		SQLState() string
+	}
+	if !errors.As(err, &state) || state.SQLState() != checkViolation {
+		return "", false
+	}
+	_, reason, ok := strings.Cut(state.Error(), headersMessage)
+	return strings.TrimSuffix(reason, " (SQLSTATE "+checkViolation+")"), ok // pgx ends its text so
+}
 
-// Querier is satisfied by pgx.Tx, *pgx.Conn and *pgxpool.Pool. Use a
-// transaction: that is the point of an outbox.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+// The database's refusal of bad headers (the trigger webhook_content_valid
+// raises it under the constraint name webhook_outbox_headers_valid): its
+// SQLSTATE and the start of its message.
+const (
+	checkViolation = "23514"
+	headersMessage = "webhook_outbox.headers: "
+)
+
+// Row is one row of a query's result: pgx.Row, *sql.Row.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Querier runs a query of one row. pgx.Tx, *pgx.Conn and *pgxpool.Pool
+// satisfy Querier[pgx.Row], and Enqueue infers it: the kit itself imports
+// no driver. Use a transaction: that is the point of an outbox. A
+// database/sql transaction goes through EnqueueSQL.
+type Querier[R Row] interface {
+	QueryRow(ctx context.Context, sql string, args ...any) R
 }
 
 // Enqueue validates and inserts one event and returns its delivery id (the
 // x-fluxora-delivery-id of the WEBHOOK_URL endpoint, or of the one endpoint
 // of ToEndpoint).
-func Enqueue(ctx context.Context, q Querier, eventType string, payload []byte, opts ...Option) (string, error) {
+func Enqueue[R Row](ctx context.Context, q Querier[R], eventType string, payload []byte, opts ...Option) (string, error) {
 	o := apply(opts)
 	if err := validate(eventType, payload, o); err != nil {
 		return "", err
 	}
-	stmt, args, err := insert(eventType, payload, o)
+	stmt, args, err := statement(eventType, payload, o)
 	if err != nil {
 		return "", err
 	}
@@ -181,7 +211,7 @@ func Enqueue(ctx context.Context, q Querier, eventType string, payload []byte, o
 }
 
 // EnqueueJSON marshals v and enqueues it.
-func EnqueueJSON(ctx context.Context, q Querier, eventType string, v any, opts ...Option) (string, error) {
+func EnqueueJSON[R Row](ctx context.Context, q Querier[R], eventType string, v any, opts ...Option) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrPayloadNotJSON, err)
@@ -195,7 +225,7 @@ func EnqueueSQL(ctx context.Context, tx *sql.Tx, eventType string, payload []byt
 	if err := validate(eventType, payload, o); err != nil {
 		return "", err
 	}
-	stmt, args, err := insert(eventType, payload, o)
+	stmt, args, err := statement(eventType, payload, o)
 	if err != nil {
 		return "", err
 	}

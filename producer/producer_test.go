@@ -4,18 +4,47 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/producer"
 )
 
-var _ producer.Querier = pgx.Tx(nil)
+var (
+	_ producer.Querier[pgx.Row] = pgx.Tx(nil)
+	_ producer.Querier[pgx.Row] = (*pgx.Conn)(nil)
+	_ producer.Querier[pgx.Row] = (*pgxpool.Pool)(nil)
+)
+
+// The kit imports no driver: a producer on database/sql with another
+// driver does not build pgx, pgxpool and puddle in (go list -deps shows
+// what a program importing the kit links).
+func TestNoDriverDependency(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	var deps int
+	for _, pkg := range strings.Fields(string(out)) {
+		deps++
+		if strings.HasPrefix(pkg, "github.com/jackc/") {
+			t.Errorf("the producer kit depends on %s", pkg)
+		}
+	}
+	if deps < 10 || !strings.Contains(string(out), "github.com/fluxora/webhook-worker/outbox/insert") {
+		t.Fatalf("go list -deps listed %d packages, not the kit's own:\n%s", deps, out)
+	}
+}
 
 func TestEnqueue(t *testing.T) {
 	t.Parallel()
@@ -44,6 +73,15 @@ func TestEnqueue(t *testing.T) {
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE delivery_id = $1 AND payload->>'id' = '8'", id); n != 1 {
 		t.Fatalf("committed enqueue: %d rows", n)
+	}
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err = producer.Enqueue(ctx, conn.Conn(), "stream.updated", []byte(`{"id": 9}`))
+	conn.Release()
+	if err != nil || db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE delivery_id = $1", id) != 1 {
+		t.Fatalf("enqueue on a *pgx.Conn: %q %v", id, err)
 	}
 
 	for _, tc := range []struct {
@@ -154,6 +192,12 @@ func TestEnqueueToEndpoint(t *testing.T) {
 	_, err = producer.Enqueue(ctx, db.Pool, "invoice.paid", []byte(`{}`), producer.ToEndpoint("nope"))
 	if !errors.Is(err, producer.ErrUnknownEndpoint) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("unknown endpoint: %v", err)
+	}
+	tx, _ = sqlDB.BeginTx(ctx, nil)
+	defer tx.Rollback()
+	_, err = producer.EnqueueSQL(ctx, tx, "invoice.paid", []byte(`{}`), producer.ToEndpoint("nope"))
+	if !errors.Is(err, producer.ErrUnknownEndpoint) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("unknown endpoint through database/sql: %v", err)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox"); n != 2 {
 		t.Fatalf("%d rows, want 2", n)

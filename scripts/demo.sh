@@ -7,17 +7,17 @@
 # exactly what it subscribed to. Then it rotates one endpoint's secret: its
 # consumer, still on the old secret, keeps verifying during the grace period;
 # that event carries a traceparent header of its own, and `worker attempts`
-# shows the record of its delivery. Last, hardening (issue 20): a time, an
+# shows the record of its delivery. Last, hardening: a time, an
 # address and an age the worker cannot handle are refused where they are
 # given, and an endpoint URL spelling 127.0.0.1 as one number is delivered to.
-# Then scale (issue 22): an endpoint that takes 10 s to answer, with 20,000
+# Then scale: an endpoint that takes 10 s to answer, with 20,000
 # deliveries pending, holds back no event of another endpoint, and the rows
 # live in the outbox's partitions: pending ones in webhook_outbox_pending,
 # history in a partition of the day.
-# Then ordered delivery (issue 23): an order's three events with one
+# Then ordered delivery: an order's three events with one
 # ordering key arrive in order although the consumer fails the first once,
 # each with its sequence number, while an event without a key goes at once.
-# Last, the console (issue 24): it prints the console's address and token
+# Last, the console: it prints the console's address and token
 # file, and reads the endpoints through its API (DEMO_KEEP_CONSOLE=1 keeps
 # it up to browse).
 # Everything it starts, it stops.
@@ -146,7 +146,7 @@ if [ "${AUDIT_ADDR%:*}" = 127.0.0.1 ]; then
   tail -n 1 "$RUN/audit.log"
 fi
 
-echo "== scale (issue 22): endpoint 'down' takes 10 s to answer (until the worker's timeout) and has 20,000 deliveries pending; a new event for billing is not held back"
+echo "== scale: endpoint 'down' takes 10 s to answer (until the worker's timeout) and has 20,000 deliveries pending; a new event for billing is not held back"
 bin/worker endpoints add --name down --url "http://$DOWN_ADDR/hooks" --events nothing.else >"$RUN/down.add"
 WEBHOOK_SECRET=$(secret_of "$RUN/down.add") bin/sample-consumer -addr "$DOWN_ADDR" -honor-delay >"$RUN/down.log" 2>&1 & pids+=($!)
 psql -q "$DATABASE_URL" -c "INSERT INTO webhook_outbox (event_type, payload, endpoint_id)
@@ -166,7 +166,7 @@ psql "$DATABASE_URL" -c "SELECT tableoid::regclass AS partition, count(*) AS row
 echo "== worker endpoints remove down --force: its pending deliveries go to the dead letter"
 bin/worker endpoints remove down --force
 
-echo "== ordered delivery (issue 23): order-42's created, paid, shipped to endpoint 'ledger', whose consumer fails 'created' once; an event without a key beside them"
+echo "== ordered delivery: order-42's created, paid, shipped to endpoint 'ledger', whose consumer fails 'created' once; an event without a key beside them"
 bin/worker endpoints add --name ledger --url "http://$LEDGER_ADDR/hooks" --events order.step,order.note >"$RUN/ledger.add"
 WEBHOOK_SECRET=$(secret_of "$RUN/ledger.add") bin/sample-consumer -addr "$LEDGER_ADDR" -honor-delay >"$RUN/ledger.log" 2>&1 & pids+=($!)
 psql -qAt "$DATABASE_URL" -o /dev/null -c "SELECT webhook_enqueue('order.step', '{\"order\": 42, \"step\": \"created\", \"fail_first\": true}', 'ledger', ordering_key => 'order-42')" \
@@ -184,7 +184,7 @@ first=$(grep '^verified' "$RUN/ledger.log" | head -1)
 case "$first" in *'no key'*) ;; *) echo "demo FAILED: the event without a key waited behind order-42: $first"; exit 1 ;; esac
 echo "   order-42 arrived created, paid, shipped (sequence 1, 2, 3), 'created' retried first; the event without a key did not wait"
 
-echo "== the console (issue 24): worker console, its token in a file"
+echo "== the console: worker console, its token in a file"
 (umask 077; head -c 32 /dev/urandom | base64 >"$RUN/console.token")
 WEBHOOK_CONSOLE_TOKEN_FILE="$RUN/console.token" bin/worker console --addr "$CONSOLE_ADDR" >"$RUN/console.log" 2>&1 & pids+=($!)
 for _ in $(seq 1 100); do grep -q 'serving' "$RUN/console.log" 2>/dev/null && break; sleep 0.1; done

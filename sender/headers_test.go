@@ -112,3 +112,37 @@ func BenchmarkSendOverheadHeaders(b *testing.B) {
 		}
 	}
 }
+
+// Header is what Send sends, in every family of signature headers: the
+// same names in the same case and the same values, given the clock's
+// second and the signatures Sign and SignStandard make. Header with no
+// signatures still names a family's signature header, empty.
+func TestHeaderIsWhatSendSends(t *testing.T) {
+	t.Parallel()
+	req := testRequest()
+	req.Endpoint, req.OrderingKey, req.Sequence = "shop", "order-7", 3
+	req.Headers = []eventheaders.Field{{Name: "traceparent", Value: "00-abc-01"}, {Name: "X-Correlation-Id", Value: "c-42"}}
+	for _, families := range []sender.Headers{0, sender.FluxoraHeaders, sender.StandardHeaders} {
+		sent := make(chan http.Header, 1)
+		s := newSender(t, "https://example.com/hook", func(c *sender.Config) {
+			c.Headers = families
+			c.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				sent <- r.Header
+				return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Header: http.Header{}}, nil
+			})
+		})
+		if res := s.Send(t.Context(), req); res.Outcome != sender.Delivered {
+			t.Fatalf("Send = %+v", res)
+		}
+		sig := sender.Signatures{Fluxora: sender.Sign([]byte(testSecret), testTS, req.Payload),
+			Standard: sender.SignStandard(sender.StandardKey([]byte(testSecret)), req.DeliveryID, testTS, req.Payload)}
+		got, want := <-sent, sender.Header(req, families, testTS, sig)
+		if !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("families %d: Send sent\n%v\nHeader gives\n%v", families, got, want)
+		}
+		bare := sender.Header(req, families, testTS, sender.Signatures{})
+		if len(bare) != len(want) {
+			t.Errorf("families %d: Header without signatures names %v, want the names of %v", families, slices.Sorted(maps.Keys(bare)), slices.Sorted(maps.Keys(want)))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package sender
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"hash"
@@ -145,40 +146,48 @@ func validHeaderValue(v string) bool {
 	return true
 }
 
-// newRequest builds the signed POST, timestamped and signed afresh.
-func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
-	clock := s.now()
-	now := clock.Unix()
-	sg := s.signers.Get().(*signer)
-	ts, sig := sg.sign(now, r.Payload)
-	s.signers.Put(sg)
-	var stdSig string
-	if s.headers&StandardHeaders != 0 {
-		mac := s.stdMACs.Get().(hash.Hash)
-		stdSig = signStandard(mac, r.DeliveryID, now, r.Payload)
-		s.stdMACs.Put(mac)
-		if s.prevKey != nil && clock.Before(s.prevUntil) {
-			mac := s.prevMACs.Get().(hash.Hash)
-			stdSig += " " + signStandard(mac, r.DeliveryID, now, r.Payload) // the new one first
-			s.prevMACs.Put(mac)
-		}
-	}
-	if s.headers&FluxoraHeaders == 0 {
-		sig = "" // the timestamp stays: webhook-timestamp carries the same seconds
-	}
+// Signatures are a request's signature values: what Header sends as
+// x-fluxora-signature and webhook-signature.
+type Signatures struct {
+	// Fluxora is the x-fluxora-signature (Sign).
+	Fluxora string
+	// Standard is the webhook-signature (SignStandard), two of them
+	// separated by a space while a previous secret is in its grace period.
+	Standard string
+}
 
-	// One array backs every header value: one allocation instead of eleven.
-	vals := [...]string{"application/json", userAgent, r.DeliveryID, r.EventType, ts, sig, strconv.Itoa(r.Attempt), r.Endpoint,
-		"", "", stdSig}
-	if stdSig != "" {
-		vals[8], vals[9] = r.DeliveryID, ts
+// Header returns the headers of the request Send makes for r at ts (Unix
+// seconds) with the signature headers of families h (0: both, as in
+// Config.Headers) carrying sig: Content-Type, User-Agent, the
+// x-fluxora-* headers, the Standard Webhooks ones, the ordering headers
+// when r has an ordering key, then r.Headers in the case given. Send sends
+// exactly these (it builds them here); the console shows them, its
+// signatures masked. Header does not check r (Send does).
+func Header(r Request, h Headers, ts int64, sig Signatures) http.Header {
+	return header(r, cmp.Or(h, FluxoraHeaders|StandardHeaders), strconv.FormatInt(ts, 10), sig)
+}
+
+// header is Header with the timestamp as text.
+func header(r Request, families Headers, ts string, sig Signatures) http.Header {
+	flux, std := families&FluxoraHeaders != 0, families&StandardHeaders != 0
+	var fluxSig, stdID, stdTS, stdSig string
+	if flux {
+		fluxSig = sig.Fluxora // the timestamp stays: webhook-timestamp carries the same seconds
 	}
+	if std {
+		stdID, stdTS, stdSig = r.DeliveryID, ts, sig.Standard
+	}
+	// One array backs every header value: one allocation instead of eleven.
+	vals := [...]string{"application/json", userAgent, r.DeliveryID, r.EventType, ts, fluxSig, strconv.Itoa(r.Attempt), r.Endpoint,
+		stdID, stdTS, stdSig}
 	backing := vals[:] // escapes: the header map keeps it
 	h := make(http.Header, len(vals)+len(r.Headers))
 	for i, key := range [...]string{"Content-Type", "User-Agent", "X-Fluxora-Delivery-Id",
 		"X-Fluxora-Event", "X-Fluxora-Timestamp", "X-Fluxora-Signature", "X-Fluxora-Attempt", "X-Fluxora-Endpoint",
 		"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
-		if backing[i] != "" {
+		// A family's signature header is sent even empty (the console
+		// passes none); any other header only with a value.
+		if backing[i] != "" || i == 5 && flux || i == 10 && std {
 			h[key] = backing[i : i+1 : i+1]
 		}
 	}
@@ -194,6 +203,28 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 			h[f.Name] = extra[i : i+1 : i+1] // as given: eventheaders.Check refused every name above
 		}
 	}
+	return h
+}
+
+// newRequest builds the signed POST, timestamped and signed afresh.
+func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
+	clock := s.now()
+	now := clock.Unix()
+	sg := s.signers.Get().(*signer)
+	ts, fluxSig := sg.sign(now, r.Payload)
+	s.signers.Put(sg)
+	sig := Signatures{Fluxora: fluxSig}
+	if s.headers&StandardHeaders != 0 {
+		mac := s.stdMACs.Get().(hash.Hash)
+		sig.Standard = signStandard(mac, r.DeliveryID, now, r.Payload)
+		s.stdMACs.Put(mac)
+		if s.prevKey != nil && clock.Before(s.prevUntil) {
+			mac := s.prevMACs.Get().(hash.Hash)
+			sig.Standard += " " + signStandard(mac, r.DeliveryID, now, r.Payload) // the new one first
+			s.prevMACs.Put(mac)
+		}
+	}
+	h := header(r, s.headers, ts, sig)
 	req := &http.Request{
 		Method:        http.MethodPost,
 		URL:           s.url,
@@ -210,8 +241,8 @@ func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 // *bytes.Reader, which net/http knows to be in memory, so that the
 // request's headers and body go out in one write. A body type of our own
 // made it flush the headers first: two writes, two TCP segments and two
-// reads at the consumer for every delivery (a tenth of the worker's CPU
-// in a drain went to write(2)).
+// reads at the consumer for every delivery, and a drain's worker busy
+// in write(2).
 func newBody(p []byte) io.ReadCloser {
 	if len(p) == 0 {
 		return http.NoBody

@@ -31,7 +31,7 @@ func TestURLRulesMatchTheWorkers(t *testing.T) {
 		"https://user@example.com/", "https://@example.com/", "https://example.com/#frag", "https://example.com/#",
 		"https://exa mple.com/", "https://example.com/a b", "https://example.com/\x7f", "https://example.com/\n",
 		"pass:word@example.com", "https://example.com:99999999999/",
-		// Hosts as hostaddr reads them (issue 20).
+		// Hosts as hostaddr reads them.
 		"http://127.000.000.001/", "http://0177.0.0.1/", "http://0x7f.1:8080/x", "http://2130706433/", "http://127.1/",
 		"http://0x7F000001/", "http://127.0.0.1./", "http://[::ffff:7f00:1]/", "https://2130706433/", "https://10.1/",
 		"http://10.1/", "http://012.0.0.1/", "http://167772161/", "https://example.123/", "https://1.2.3.256/",

@@ -417,18 +417,22 @@ const consoleAddrDefault = "127.0.0.1:8089"
 // TLS (WEBHOOK_CONSOLE_TLS_CERT_FILE and _KEY_FILE, together or not at
 // all); WEBHOOK_CONSOLE_SECURE_COOKIE marks the cookie Secure behind a
 // TLS proxy. WEBHOOK_CONSOLE_HOSTS lists the other host names (or
-// host:port) it answers to (console.Config.Hosts).
+// host:port) it answers to (console.Config.Hosts). WEBHOOK_SIGNATURE_HEADERS
+// is read as the worker reads it: the delivery page shows the signature
+// headers the workers send.
 type consoleEnv struct {
 	Addr, TokenFile, CertFile, KeyFile string
 	SecureCookie                       bool
 	Hosts                              []string
+	SignatureHeaders                   sender.Headers
 }
 
 func loadConsoleEnv(getenv func(string) string) (consoleEnv, error) {
 	e := &env{getenv: getenv}
 	c := consoleEnv{Addr: strings.TrimSpace(getenv("WEBHOOK_CONSOLE_ADDR")), TokenFile: getenv("WEBHOOK_CONSOLE_TOKEN_FILE"),
 		CertFile: getenv("WEBHOOK_CONSOLE_TLS_CERT_FILE"), KeyFile: getenv("WEBHOOK_CONSOLE_TLS_KEY_FILE"),
-		SecureCookie: e.bool("WEBHOOK_CONSOLE_SECURE_COOKIE", false), Hosts: e.hostList("WEBHOOK_CONSOLE_HOSTS")}
+		SecureCookie: e.bool("WEBHOOK_CONSOLE_SECURE_COOKIE", false), Hosts: e.hostList("WEBHOOK_CONSOLE_HOSTS"),
+		SignatureHeaders: e.signatureHeaders("WEBHOOK_SIGNATURE_HEADERS")}
 	if c.Addr == "" {
 		c.Addr = consoleAddrDefault
 	}

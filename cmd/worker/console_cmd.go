@@ -14,6 +14,7 @@ import (
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/sender"
 )
 
 const consoleUsage = `usage: worker console [--addr HOST:PORT]
@@ -91,7 +92,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	srv, err := console.New(console.Config{Store: store, Endpoints: consoleEndpoints{eps}, Token: []byte(token),
 		DefaultEndpoint: cfg.WebhookURL != "", SecureCookies: cenv.SecureCookie, Logger: log, Hosts: consoleHosts(cenv),
-		Breakers: breakers, DefaultURL: cfg.WebhookURL})
+		Breakers: breakers, DefaultURL: cfg.WebhookURL, RequestHeaders: consoleRequestHeaders(cenv.SignatureHeaders)})
 	if err != nil {
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
 		return exitFailure
@@ -181,6 +182,18 @@ func (c consoleEndpoints) RotateSecret(ctx context.Context, name string, grace t
 		return "", consoleErr(err)
 	}
 	return secret, nil
+}
+
+// consoleRequestHeaders gives the console the sender's own headers of a
+// request (sender.Header, which Send sends), in the signature families
+// the workers send, the signatures left empty (the console masks them
+// anyway). The console may not import the sender (a leaf never imports
+// another); it takes the function from here.
+func consoleRequestHeaders(families sender.Headers) func(console.Request) http.Header {
+	return func(r console.Request) http.Header {
+		return sender.Header(sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Endpoint: r.Endpoint,
+			Headers: r.Headers, OrderingKey: r.OrderingKey, Sequence: r.Sequence}, families, r.Started.Unix(), sender.Signatures{})
+	}
 }
 
 // consoleBreakers reads the console's breakers through the gates, all in

@@ -67,7 +67,7 @@ func headersOfSize(n, total int) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// A property test of the outbox's inputs (issue 20): rows with extreme
+// A property test of the outbox's inputs: rows with extreme
 // values of every column a producer writes, mixed with ordinary ones, each
 // to the WEBHOOK_URL endpoint and a table endpoint, against a consumer that
 // fails a quarter of the attempts. Every delivery of every accepted row

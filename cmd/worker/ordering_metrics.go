@@ -12,9 +12,9 @@ import (
 )
 
 // blockedKeysEvery is how often the workers read the blocked ordering keys
-// for their gauges: 30 s, as the read costs about 35 ms of the database
-// with 10,000 keys blocked (20,000 rows waiting behind them), and nothing
-// when no key waits.
+// for their gauges: 30 s, as the read grows with the keys blocked and
+// the rows waiting behind them (and costs nothing when no key waits), so
+// that many workers do not make it a load of its own.
 const blockedKeysEvery = 30 * time.Second
 
 // blockedKeys sets fluxora_webhook_ordering_blocked_keys and

@@ -72,9 +72,9 @@ func parsePool(cfg config, size int32, path poolPath) (*pgxpool.Config, error) {
 // compilation off for a direct session (one whose startup parameters were
 // applied, so not a pooler's shared connection):
 // the claim's generic plan is estimated well over jit_above_cost on a large
-// table, and compiling it took 1.2 s on every claim (measured on a 20,000
-// row backlog) for a statement that runs in 2-4 ms. The worker's statements
-// are short and many; JIT never pays for them.
+// table, and compiling it costs every claim far more than the statement
+// itself runs. The worker's statements are short and many; JIT never pays
+// for them.
 const directSessionSQL = `SELECT set_config('jit', 'off', false), set_config('lock_timeout', '500ms', false)
 WHERE current_setting('plan_cache_mode') = 'force_generic_plan'`
 

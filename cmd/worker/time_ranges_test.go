@@ -11,7 +11,7 @@ import (
 	"github.com/fluxora/webhook-worker/internal/waitfor"
 )
 
-// badTimes are the times the worker cannot handle (issue 20): infinite,
+// badTimes are the times the worker cannot handle: infinite,
 // past the year 9999, BC, before 1970.
 var badTimes = []string{"-infinity", "infinity", "294276-12-31", "0044-03-15 BC", "1969-12-31 23:59:59+00"}
 
