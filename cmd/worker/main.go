@@ -122,5 +122,5 @@ func topUsage() string {
 	}
 	rows = append(rows, [2]string{"help [COMMAND]", "show this text, or that command's"})
 	return "usage: worker [command]\n\nCommands:\n" + columns(rows) +
-		"\n`worker COMMAND --help` shows a command's arguments and flags.\nConfiguration comes from the environment; see README.md.\n"
+		"\n`worker COMMAND --help` shows a command's arguments and flags.\nConfiguration comes from the environment; see docs/configuration.md.\n"
 }

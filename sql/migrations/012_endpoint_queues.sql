@@ -1,4 +1,4 @@
--- 012: one queue per endpoint (issue 22). The claim used to walk every
+-- 012: one queue per endpoint. The claim used to walk every
 -- pending row in one global (created_at, id) order and filter out the
 -- endpoints it could not take, so a down endpoint's backlog was read again
 -- by every claim. Pending rows are now reached through three disjoint

@@ -1,4 +1,4 @@
--- 013: history in time partitions (issue 22). Processed rows used to stay in
+-- 013: history in time partitions. Processed rows used to stay in
 -- the table every claim and every producer writes to, and retention deleted
 -- them there in batches. Now:
 --

@@ -1,4 +1,4 @@
--- 015: ordered delivery per key (issue 23).
+-- 015: ordered delivery per key.
 --
 -- A row with an ordering_key belongs, once it is a delivery, to a lane: its
 -- endpoint (the WEBHOOK_URL endpoint's deliveries: endpoint_id NULL, fanout

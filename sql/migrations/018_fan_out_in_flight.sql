@@ -1,6 +1,6 @@
 -- 018: a fan-out whose deliveries are all leased at once writes no
--- delivery row until each delivery's outcome (issue 22: fan-out cheap per
--- delivery). The claim leases the event row itself, sets fan_to to the
+-- delivery row until each delivery's outcome, so that a fan-out costs
+-- little per delivery. The claim leases the event row itself, sets fan_to to the
 -- endpoints of its deliveries, and hands the worker each delivery with an
 -- id taken from webhook_outbox_id_seq; the event's lease fences them all.
 -- Each outcome writes its delivery row once, where it ends: in the
