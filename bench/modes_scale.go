@@ -56,8 +56,9 @@ type ScaleResult struct {
 	// Baseline is the first baseline run; Baselines every one, in order.
 	Baseline  *ScaleBaseline  `json:"baseline,omitempty"`
 	Baselines []ScaleBaseline `json:"baselines,omitempty"`
-	// Around is, by situation (its mode), the mean of the baseline runs
-	// just before and just after it: what its ratios are against.
+	// Around is, by situation (its mode), what its ratios are against:
+	// the mean of the baseline runs just before and just after it, or
+	// for order-blocked the baseline run just before it.
 	Around  map[string]*ScaleBaseline `json:"around,omitempty"`
 	Backlog *ScaleBacklog             `json:"backlog,omitempty"`
 	Idle    *ScaleDrain               `json:"idle,omitempty"` // one endpoint's drain beside an idle one

@@ -149,7 +149,7 @@ func scaleTargets(systems []SystemResult) []Target {
 				Pass:  clean && h.Drain.Missing == 0 && h.IdealPerSecond > 0 && h.RatioToIdeal >= orderHotMin})
 		}
 		if b := sc.OrderBlocked; b != nil {
-			p99(modeOrderBlocked, b.Latency, sc.Baseline, orderBlockedP99Max)
+			p99(modeOrderBlocked, b.Latency, sc.base(modeOrderBlocked), orderBlockedP99Max)
 		}
 	}
 	return out
