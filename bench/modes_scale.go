@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The scale modes (issue 22, worker only: River has no endpoints). Each
+// The scale modes (worker only: River has no endpoints). Each
 // measures one situation beside the scale baseline, one endpoint on an
 // empty table, run once per worker system and invocation before the first
 // scale mode and again after each situation that has a ratio target:
@@ -65,7 +65,7 @@ type ScaleResult struct {
 	Fanout  *ScaleFanout              `json:"fanout,omitempty"`
 	Many    *ScaleMany                `json:"many,omitempty"`
 	History *ScaleHistory             `json:"history,omitempty"`
-	// The ordering modes (issue 23).
+	// The ordering modes.
 	OrderKeys    *OrderKeys    `json:"order_keys,omitempty"`
 	OrderHot     *OrderHot     `json:"order_hot,omitempty"`
 	OrderBlocked *OrderBlocked `json:"order_blocked,omitempty"`

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Target is one pass/fail goal of the issue, checked for one system.
+// Target is one pass/fail goal, checked for one system.
 type Target struct {
 	Name   string `json:"name"`
 	System string `json:"system"`
@@ -38,7 +38,7 @@ const (
 	scaleManyMax         = 2 * time.Second
 	scaleHistoryP99Max   = 1.2
 	scaleHistoryDrainMin = 0.8
-	// The ordering targets (issue 23): keyed drain against the same rows
+	// The ordering targets: keyed drain against the same rows
 	// unordered, one hot key against its ideal cycle, unordered latency
 	// beside blocked keys against the baseline.
 	orderKeysMin       = 0.8
