@@ -402,9 +402,9 @@ func writeResults(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "- Date: %s UTC (the run took %s)\n", rep.Started.UTC().Format("2006-01-02 15:04"), rep.Elapsed.Round(time.Second))
 	fmt.Fprintf(w, "- Machine: %s\n", rep.Machine)
 	fmt.Fprintf(w, "- Command, from `bench/`: `%s`\n", rep.Command)
-	fmt.Fprintf(w, "- Rounds: %d. In each round every system ran each mode once, in the order of `-systems` in odd rounds and the reverse in even ones. "+
+	fmt.Fprintf(w, "- Rounds: %d. In each round every system ran each mode once, in the order of the table below in odd rounds and the reverse in even ones. "+
 		"A system's figure is the median of its rounds; a ratio is the median of the rounds' ratios, least–most in parentheses.\n", rep.Pairs)
-	fmt.Fprintf(w, "- Bad signatures: %d; duplicate deliveries: %d (the most in any round, per mode).\n\n", rep.BadSignatures, duplicates(rep))
+	fmt.Fprintf(w, "- Bad signatures: %d; duplicate deliveries: %d (each system's round with the most).\n\n", rep.BadSignatures, duplicates(rep))
 	fmt.Fprintf(w, "| system | settings |\n|---|---|\n")
 	for _, s := range rep.Systems {
 		fmt.Fprintf(w, "| %s | %s |\n", s.Name, strings.ReplaceAll(s.Settings, "|", `\|`))

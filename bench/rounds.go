@@ -60,8 +60,8 @@ func prepare(ctx context.Context, opt options, dbs *databases, cons *consumer, s
 
 // runRounds runs every selected mode opt.pairs times on every system that
 // runs it: for each mode, round after round, each round every system once,
-// in the order of -systems in the first round and the reverse in the
-// second, and so on, so that no system always runs first and each round's
+// in the order of cs in the first round and the reverse in the second,
+// and so on, so that no system always runs first and each round's
 // runs are minutes apart at most. It returns each round's results, one
 // SystemResult per system in the order of cs.
 func runRounds(ctx context.Context, opt options, cs []*contender, log io.Writer) [][]SystemResult {
