@@ -60,6 +60,13 @@ type options struct {
 	// payloadBytes pads every payload of the drain's backlog with a "pad"
 	// string of this many bytes, the same for every system (0: none).
 	payloadBytes int
+	// pairs is how many rounds each mode runs: in each, every system
+	// once, alternating which goes first (rounds.go).
+	pairs int
+	// results is the file -results writes (results.go), "" for none.
+	results string
+	// command is the command line that reproduces the run.
+	command string
 }
 
 func main() {
@@ -107,6 +114,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.workerBefore, "worker-before", "", "worker-before and worker-before-tuned systems: a worker binary of an earlier release (built from an earlier commit)")
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 0, "drain mode: pad every payload of the backlog with a string of this many bytes, the same for every system (a real event is often 1-4 KiB)")
 	fs.BoolVar(&o.pgbouncer, "pgbouncer", false, "worker DATABASE_URL and producers through a private PgBouncer in transaction mode (modes latency, drain; worker systems); default -modes latency,drain -systems worker-defaults,worker-tuned")
+	fs.IntVar(&o.pairs, "pairs", 0, "rounds of each mode, every system once a round, alternating which goes first; each figure the median of its rounds, "+
+		"each ratio the median of the rounds' ratios (default 3 with more than one system, else 1; 1: single runs)")
+	fs.StringVar(&o.results, "results", "", "also write the medians and ratios as Markdown to this file (bench/RESULTS.md)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -132,6 +142,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.scaleKept < 1 || o.scaleExpired < 1 || o.orderKeys < 1 || o.orderHot < 1 {
 		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs, -fanout-events " +
 			"and the -scale-* sizes must be at least 1")
+	}
+	if o.pairs < 0 {
+		return o, errors.New("-pairs must be at least 1")
+	}
+	if o.pairs == 0 {
+		o.pairs = 1
+		if len(o.systems) > 1 {
+			o.pairs = 3
+		}
 	}
 	if (slices.Contains(o.systems, sysWorkerBefore) || slices.Contains(o.systems, sysWorkerBeforeTuned)) && o.workerBefore == "" {
 		return o, errors.New("-systems worker-before and worker-before-tuned need -worker-before, a worker binary of an earlier release")
@@ -193,7 +212,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	opt.command = commandLine(args)
 	rep, err := benchmark(ctx, opt, stderr)
+	if rep != nil && opt.results != "" && err == nil {
+		if werr := writeResultsFile(opt.results, rep); werr != nil {
+			return werr
+		}
+	}
 	if rep != nil {
 		if opt.json {
 			if jerr := writeJSON(stdout, rep); jerr != nil {
@@ -238,19 +263,54 @@ func benchmark(ctx context.Context, opt options, log io.Writer) (*report, error)
 	}
 	defer dbs.Close()
 
-	rep := &report{Options: opt.summary(), Started: time.Now(), Machine: machine(ctx, dbs)}
+	rep := &report{Options: opt.summary(), Started: time.Now(), Machine: machine(ctx, dbs), Command: opt.command, Pairs: opt.pairs}
+	var cs []*contender
+	defer func() {
+		for _, c := range cs {
+			c.close()
+		}
+	}()
 	for _, name := range opt.systems {
 		sys := newSystem(name, opt, bin, self, common{name: name, consumerURL: cons.URL(), secret: secret, pad: padding(opt.payloadBytes)})
 		fmt.Fprintf(log, "bench: %s (%s)\n", name, sys.Settings())
-		res := runSystem(ctx, opt, dbs, cons, sys, log)
-		rep.Systems = append(rep.Systems, res)
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
+		c := prepare(ctx, opt, dbs, cons, sys)
+		cs = append(cs, c)
+		if !c.ok() {
+			fmt.Fprintf(log, "bench: %s: setup: %s\n", name, firstLine(c.res.Errors["setup"]))
 		}
 	}
-	rep.BadSignatures = cons.badSignatures.Load() + endpointBadSignatures(rep)
+	rep.rounds = runRounds(ctx, opt, cs, log)
+	every := &report{}
+	for j, c := range cs {
+		per := make([]SystemResult, len(rep.rounds))
+		for i := range rep.rounds {
+			per[i] = rep.rounds[i][j]
+			every.Systems = append(every.Systems, per[i])
+		}
+		res := medianResults(per)
+		if e := c.res.Errors["setup"]; e != "" {
+			res.Errors["setup"] = e
+		}
+		rep.Systems = append(rep.Systems, res)
+	}
+	if opt.pairs > 1 {
+		rep.Rounds = rep.rounds
+	}
+	rep.BadSignatures = cons.badSignatures.Load() + endpointBadSignatures(every)
 	rep.Elapsed = time.Since(rep.Started)
-	return rep, nil
+	return rep, ctx.Err()
+}
+
+// commandLine is the command that reproduces a run with args, from bench/.
+func commandLine(args []string) string {
+	out := "go run ."
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t'\"$\\*?;&|<>()") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out += " " + a
+	}
+	return out
 }
 
 // machine describes where the bench runs.
@@ -259,7 +319,21 @@ func machine(ctx context.Context, dbs *databases) string {
 	if err := dbs.admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		version = "?"
 	}
-	return fmt.Sprintf("%d CPUs, PostgreSQL %s, %s", runtime.NumCPU(), version, runtime.Version())
+	return fmt.Sprintf("%d CPUs (%s), PostgreSQL %s, %s", runtime.NumCPU(), cpuModel(), version, runtime.Version())
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo, or "?".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
 
 func newSystem(name string, opt options, bin, self string, c common) system {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sync/atomic"
 	"time"
@@ -96,6 +95,8 @@ type runner struct {
 	sys  system
 	pool *pgxpool.Pool // producers' pool on the system's database
 	cons *consumer
+	// round is the round being run (from 1), for -dump's file names.
+	round int
 }
 
 // session starts the system for one mode: the queue is emptied and the
@@ -299,59 +300,6 @@ func (r *runner) burst(ctx context.Context) (*BurstResult, error) {
 		res.Ratio = res.DeliveredRate / res.InsertRate
 	}
 	return res, p.Stop()
-}
-
-// runSystem gives sys a fresh database, runs every selected mode on it and
-// drops the database again. A mode that fails is recorded and the next runs.
-func runSystem(ctx context.Context, opt options, dbs *databases, cons *consumer, sys system, log io.Writer) SystemResult {
-	res := SystemResult{Name: sys.Name(), Settings: sys.Settings(), Errors: map[string]string{}}
-	name, dbURL, err := dbs.create(ctx, sys.Name())
-	if err != nil {
-		res.Errors["setup"] = err.Error()
-		return res
-	}
-	res.Database = name
-	defer dbs.drop(name) //nolint:errcheck // Close reports what is left
-	if opt.pgbouncer {
-		b, err := startBouncer(ctx, dbURL)
-		if err != nil {
-			res.Errors["setup"] = err.Error()
-			return res
-		}
-		defer b.stop() //nolint:errcheck
-		res.Settings += "; DATABASE_URL and producers through PgBouncer (transaction mode), WEBHOOK_LISTEN_DATABASE_URL direct"
-		sys.(*workerSystem).listenURL = dbURL
-		dbURL = b.url + "&default_query_exec_mode=cache_describe" // producers: no named prepared statements
-	}
-	pool, err := openPool(ctx, dbURL, int32(opt.producers+2))
-	if err != nil {
-		res.Errors["setup"] = err.Error()
-		return res
-	}
-	defer pool.Close()
-	if err := sys.setup(ctx, dbURL, pool); err != nil {
-		res.Errors["setup"] = err.Error()
-		return res
-	}
-	r := &runner{opt: opt, sys: sys, pool: pool, cons: cons}
-	for _, mode := range opt.modes {
-		if !runsMode(sys, mode) {
-			continue
-		}
-		t0 := time.Now()
-		err := r.runMode(ctx, mode, &res)
-		res.Duplicates += cons.snapshot().dups
-		status := "ok"
-		if err != nil {
-			res.Errors[mode] = err.Error()
-			status = "error: " + firstLine(err.Error())
-		}
-		fmt.Fprintf(log, "bench:   %-8s %s (%s)\n", mode, status, time.Since(t0).Round(100*time.Millisecond))
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return res
 }
 
 func (r *runner) runMode(ctx context.Context, mode string, res *SystemResult) error {

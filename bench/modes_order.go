@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The ordering modes (issue 23, worker only), scale situations beside the
+// The ordering modes (worker only), scale situations beside the
 // scale baseline of the same invocation (one endpoint, empty table).
 const (
 	modeOrderKeys    = "order-keys"

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The scale modes (issue 22, worker only: River has no endpoints). Each
+// The scale modes (worker only: River has no endpoints). Each
 // measures one situation beside the scale baseline, one endpoint on an
 // empty table, run once per worker system and invocation before the first
 // scale mode and again after each situation that has a ratio target:
@@ -56,15 +56,16 @@ type ScaleResult struct {
 	// Baseline is the first baseline run; Baselines every one, in order.
 	Baseline  *ScaleBaseline  `json:"baseline,omitempty"`
 	Baselines []ScaleBaseline `json:"baselines,omitempty"`
-	// Around is, by situation (its mode), the mean of the baseline runs
-	// just before and just after it: what its ratios are against.
+	// Around is, by situation (its mode), what its ratios are against:
+	// the mean of the baseline runs just before and just after it, or
+	// for order-blocked the baseline run just before it.
 	Around  map[string]*ScaleBaseline `json:"around,omitempty"`
 	Backlog *ScaleBacklog             `json:"backlog,omitempty"`
 	Idle    *ScaleDrain               `json:"idle,omitempty"` // one endpoint's drain beside an idle one
 	Fanout  *ScaleFanout              `json:"fanout,omitempty"`
 	Many    *ScaleMany                `json:"many,omitempty"`
 	History *ScaleHistory             `json:"history,omitempty"`
-	// The ordering modes (issue 23).
+	// The ordering modes.
 	OrderKeys    *OrderKeys    `json:"order_keys,omitempty"`
 	OrderHot     *OrderHot     `json:"order_hot,omitempty"`
 	OrderBlocked *OrderBlocked `json:"order_blocked,omitempty"`

@@ -117,10 +117,9 @@ func (s scaler) historyKept(ctx context.Context, cons *endpointConsumer, id stri
 // again into the emptied table, the drain while retention removes them;
 // then the wait until they are gone. Each run starts from an emptied
 // outbox, as the baseline's runs do, so that only the expired rows tell
-// them apart: a latency run right after the drain (the order before
-// 2026-12-06) also ran over the 20,000 rows the drain had just moved out
-// of the pending partition, not yet vacuumed, which no baseline latency
-// run sees.
+// them apart: a latency run right after the drain would also run over the
+// rows the drain had just moved out of the pending partition, not yet
+// vacuumed, which no baseline latency run sees.
 func (s scaler) historyExpired(ctx context.Context, cons *endpointConsumer, id string, out *ScaleHistory) error {
 	if err := s.insertExpired(ctx, out); err != nil {
 		return err

@@ -18,6 +18,13 @@ type report struct {
 	Systems       []SystemResult `json:"systems"`
 	BadSignatures int64          `json:"bad_signatures"`
 	Targets       []Target       `json:"targets"`
+	// Command reproduces the run; Pairs is its rounds of each mode.
+	Command string `json:"command"`
+	Pairs   int    `json:"pairs"`
+	// Systems holds each system's medians over the rounds; Rounds (with
+	// -pairs above 1) every round's results, systems in the same order.
+	Rounds [][]SystemResult `json:"rounds,omitempty"`
+	rounds [][]SystemResult
 }
 
 // SystemResult is one system's results; a mode that did not run is nil.
@@ -48,7 +55,7 @@ func (o options) summary() map[string]any {
 		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents, "pgbouncer": o.pgbouncer,
 		"scale_backlog": o.scaleBacklog, "scale_many": o.scaleMany, "scale_history_kept": o.scaleKept,
 		"scale_history_expired": o.scaleExpired, "order_keys": o.orderKeys, "order_hot": o.orderHot,
-		"payload_bytes": o.payloadBytes,
+		"payload_bytes": o.payloadBytes, "pairs": o.pairs,
 	}
 }
 
@@ -64,12 +71,19 @@ func writeTable(w io.Writer, rep *report) {
 	rep.Targets = targets(rep)
 	fmt.Fprintf(w, "Fluxora webhook benchmark — %s; %s; took %s\n", rep.Machine,
 		rep.Started.Format(time.RFC3339), rep.Elapsed.Round(time.Second))
+	if rep.Pairs > 1 {
+		fmt.Fprintf(w, "%d rounds of each mode, alternating which system goes first: every figure below is the median of its rounds "+
+			"(a count of what went wrong, the most of any round)\n", rep.Pairs)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	section(tw, "SYSTEMS", "system\tsettings")
 	for _, s := range rep.Systems {
 		fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Settings)
 	}
 	writeModes(tw, rep)
+	if rep.Pairs > 1 {
+		writeRatios(tw, rep)
+	}
 	section(tw, "TARGETS", "target\tsystem\tvalue\tresult")
 	for _, t := range rep.Targets {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.System, t.Value, passFail(t.Pass))

@@ -16,6 +16,7 @@ type scaleRow struct {
 	drain           *ScaleDrain
 	notes           string
 	base            *ScaleBaseline // what the ratios are against (nil: the first baseline)
+	bracketed       bool           // base is the mean of the runs around it, not the run before
 }
 
 // writeScale prints the SCALE section: per worker system the baseline and
@@ -38,8 +39,12 @@ func writeScale(tw *tabwriter.Writer, rep *report) {
 			base := cmp.Or(row.base, sc.Baseline)
 			notes := row.notes
 			if row.base != nil {
-				notes = strings.TrimPrefix(notes+fmt.Sprintf("; base (mean of the baseline runs before and after): p99 %s ms, %.0f/s",
-					ms(base.Latency.Latency.P99), base.Drain.PerSecond), "; ")
+				which := "mean of the baseline runs before and after"
+				if !row.bracketed {
+					which = "the baseline run before it"
+				}
+				notes = strings.TrimPrefix(notes+fmt.Sprintf("; base (%s): p99 %s ms, %.0f/s",
+					which, ms(base.Latency.Latency.P99), base.Drain.PerSecond), "; ")
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, row.situation, row.with, latencyCells(row.lat, base),
 				drainCells(row.drain, base), row.missing(), notes)
@@ -51,31 +56,31 @@ func writeScale(tw *tabwriter.Writer, rep *report) {
 func scaleRows(sc *ScaleResult) []scaleRow {
 	var rows []scaleRow
 	if b := sc.Baseline; b != nil {
-		rows = append(rows, scaleRow{"baseline", "1 endpoint, empty table", &b.Latency, &b.Drain, "", nil})
+		rows = append(rows, scaleRow{"baseline", "1 endpoint, empty table", &b.Latency, &b.Drain, "", nil, false})
 	}
 	if b := sc.Backlog; b != nil {
 		rows = append(rows, scaleRow{"backlog", fmt.Sprintf("+ %q: %d pending, never answers", scaleStuck, b.Stuck), &b.Latency, &b.Drain,
 			fmt.Sprintf("stuck: %d requests hung, most open %d, %d still pending; setup %s", b.StuckHung, b.StuckPeak, b.StuckLeft, secs(b.Setup)),
-			sc.Around[modeScaleBacklog]})
+			sc.Around[modeScaleBacklog], true})
 	}
 	if d := sc.Idle; d != nil {
-		rows = append(rows, scaleRow{"idle", "+ 1 idle endpoint", nil, d, "", sc.Around[modeScaleIdle]})
+		rows = append(rows, scaleRow{"idle", "+ 1 idle endpoint", nil, d, "", sc.Around[modeScaleIdle], true})
 	}
 	if f := sc.Fanout; f != nil {
 		rows = append(rows, scaleRow{"fanout", fmt.Sprintf("%d events x %d endpoints", f.Events, f.Endpoints), nil, &f.Drain, "drain vs the baseline's",
-			sc.Around[modeScaleFanout]})
+			sc.Around[modeScaleFanout], true})
 	}
 	if m := sc.Many; m != nil {
 		rows = append(rows, scaleRow{"many", fmt.Sprintf("%d endpoints x 1 event, one transaction", m.Endpoints), nil, nil,
-			fmt.Sprintf("COMMIT -> last receipt %s ms, %d missing (cold, first round: %s ms, %d missing)", ms(m.Warm), m.Missing, ms(m.Cold), m.ColdMissing), nil})
+			fmt.Sprintf("COMMIT -> last receipt %s ms, %d missing (cold, first round: %s ms, %d missing)", ms(m.Warm), m.Missing, ms(m.Cold), m.ColdMissing), nil, false})
 	}
 	if h := sc.History; h != nil {
 		rows = append(rows,
 			scaleRow{"history kept", fmt.Sprintf("%d processed rows, 1 min-6 d old", h.Kept), &h.KeptLatency, &h.KeptDrain,
-				fmt.Sprintf("%s; setup %s", sizes(h.KeptSize), secs(h.KeptSetup)), sc.Around[modeScaleHistory]},
+				fmt.Sprintf("%s; setup %s", sizes(h.KeptSize), secs(h.KeptSetup)), sc.Around[modeScaleHistory], true},
 			scaleRow{"history expired", fmt.Sprintf("%d processed rows, 8-10 d old", h.Expired), &h.ExpiredLatency, &h.ExpiredDrain,
 				fmt.Sprintf("%s; %d left after the drain, %s; after: %s; setup %s each", sizes(h.ExpiredSize), h.ExpiredLeft, gone(h),
-					sizes(h.AfterSize), secs(h.ExpiredSetup)), sc.Around[modeScaleHistory]})
+					sizes(h.AfterSize), secs(h.ExpiredSetup)), sc.Around[modeScaleHistory], true})
 	}
 	return append(rows, orderRows(sc)...)
 }
@@ -85,9 +90,9 @@ func orderRows(sc *ScaleResult) []scaleRow {
 	var rows []scaleRow
 	if k := sc.OrderKeys; k != nil {
 		rows = append(rows,
-			scaleRow{"order: unordered", fmt.Sprintf("%d rows, no key", k.Keys*orderPerKey), nil, &k.Unordered, "", nil},
+			scaleRow{"order: unordered", fmt.Sprintf("%d rows, no key", k.Keys*orderPerKey), nil, &k.Unordered, "", nil, false},
 			scaleRow{"order: keys", fmt.Sprintf("%d keys x %d events", k.Keys, orderPerKey), nil, &k.Ordered,
-				"keyed / unordered drain " + ratio(k.Ordered.PerSecond, k.Unordered.PerSecond), nil})
+				"keyed / unordered drain " + ratio(k.Ordered.PerSecond, k.Unordered.PerSecond), nil, false})
 	}
 	if h := sc.OrderHot; h != nil {
 		note := fmt.Sprintf("one key: %.2f ms a cycle; attempt %.2f + claim %.2f + record %.2f ms => ideal %.0f/s, ratio %.2f; "+
@@ -95,11 +100,11 @@ func orderRows(sc *ScaleResult) []scaleRow {
 		if h.ScrapeError != "" {
 			note = "metrics not read: " + h.ScrapeError
 		}
-		rows = append(rows, scaleRow{"order: hot key", fmt.Sprintf("%d events of one key", h.Drain.Deliveries), nil, &h.Drain, note, nil})
+		rows = append(rows, scaleRow{"order: hot key", fmt.Sprintf("%d events of one key", h.Drain.Deliveries), nil, &h.Drain, note, nil, false})
 	}
 	if b := sc.OrderBlocked; b != nil {
 		rows = append(rows, scaleRow{"order: blocked", fmt.Sprintf("%d keys blocked, %d rows waiting each", b.Keys, blockedWaiting),
-			&b.Latency, nil, "unordered events to the same endpoint", nil})
+			&b.Latency, nil, "unordered events to the same endpoint", sc.Around[modeOrderBlocked], false})
 	}
 	return rows
 }

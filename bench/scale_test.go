@@ -172,9 +172,10 @@ func TestScaleSmoke(t *testing.T) {
 	if rep.BadSignatures != 0 || duplicates(rep) != 0 {
 		t.Errorf("bad signatures %d, duplicates %d", rep.BadSignatures, duplicates(rep))
 	}
-	// A baseline run first and one after each situation with a ratio.
-	if len(sc.Baselines) != 1+len(bracketed) || len(sc.Around) != len(bracketed) {
-		t.Errorf("%d baseline runs and %d situations between them, want %d and %d", len(sc.Baselines), len(sc.Around), 1+len(bracketed), len(bracketed))
+	// A baseline run before each situation and one after each with a
+	// ratio.
+	if want := len(scaleModes) + len(bracketed); len(sc.Baselines) != want || len(sc.Around) != len(bracketed) {
+		t.Errorf("%d baseline runs and %d situations between them, want %d and %d", len(sc.Baselines), len(sc.Around), want, len(bracketed))
 	}
 	for i, b := range sc.Baselines {
 		if b.Latency.Missing != 0 || b.Drain.Missing != 0 || b.Drain.PerSecond <= 0 {

@@ -58,14 +58,19 @@ func perSecond(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// dump writes one row per event to <dir>/<system>-<mode>.csv: seq, then
+// dump writes one row per event to <dir>/<system>-<mode>.csv (with
+// -pairs above 1, <system>-<mode>-round<N>.csv): seq, then
 // milliseconds from event 0's insert start to this event's insert start,
 // its commit and its receipt by the consumer.
 func (r *runner) dump(mode string, s runState, commits []commit) error {
 	if r.opt.dump == "" {
 		return nil
 	}
-	f, err := os.Create(filepath.Join(r.opt.dump, r.sys.Name()+"-"+mode+".csv"))
+	name := r.sys.Name() + "-" + mode
+	if r.opt.pairs > 1 {
+		name += fmt.Sprintf("-round%d", r.round)
+	}
+	f, err := os.Create(filepath.Join(r.opt.dump, name+".csv"))
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Target is one pass/fail goal of the issue, checked for one system.
+// Target is one pass/fail goal, checked for one system.
 type Target struct {
 	Name   string `json:"name"`
 	System string `json:"system"`
@@ -38,7 +38,7 @@ const (
 	scaleManyMax         = 2 * time.Second
 	scaleHistoryP99Max   = 1.2
 	scaleHistoryDrainMin = 0.8
-	// The ordering targets (issue 23): keyed drain against the same rows
+	// The ordering targets: keyed drain against the same rows
 	// unordered, one hot key against its ideal cycle, unordered latency
 	// beside blocked keys against the baseline.
 	orderKeysMin       = 0.8
@@ -149,7 +149,7 @@ func scaleTargets(systems []SystemResult) []Target {
 				Pass:  clean && h.Drain.Missing == 0 && h.IdealPerSecond > 0 && h.RatioToIdeal >= orderHotMin})
 		}
 		if b := sc.OrderBlocked; b != nil {
-			p99(modeOrderBlocked, b.Latency, sc.Baseline, orderBlockedP99Max)
+			p99(modeOrderBlocked, b.Latency, sc.base(modeOrderBlocked), orderBlockedP99Max)
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-// Command consolebench measures the pages of `worker console` (issue 24)
+// Command consolebench measures the pages of `worker console`
 // against a database holding a long history: -endpoints endpoints,
 // -history processed rows and as many attempts spread over the last 7 days
 // (the daily partitions a worker with the default retention makes), a
