@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -30,7 +28,7 @@ var (
 // what a program importing the kit links).
 func TestNoDriverDependency(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", ".").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
