@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,11 +10,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// stampedVersion is the release's version, set at link time by
+// scripts/image.sh and the release builds (-ldflags "-X
+// main.stampedVersion=v1.2.3"); when set it wins over the module version
+// the toolchain records, so that the binary, its image's tag and `worker
+// version` name the same version. Empty in a plain go build.
+var stampedVersion string
+
 // buildInfo is what `worker version`, the start log line and the
 // fluxora_webhook_build_info metric say of the running binary, read from
 // the build information the Go toolchain stamps into it.
 type buildInfo struct {
-	Version   string // module version, "devel" when built from a checkout without a tag
+	Version   string // stampedVersion, else the module version; "devel" when neither is known
 	Revision  string // VCS revision, "devel" when the build recorded none
 	Time      string // VCS commit time, "devel" when the build recorded none
 	Modified  bool   // the working tree had uncommitted changes
@@ -23,13 +31,13 @@ type buildInfo struct {
 // readBuildInfo reads the binary's build information; a binary built
 // without it (go run, some test binaries) says "devel" for what it lacks.
 func readBuildInfo() buildInfo {
-	b := buildInfo{Version: "devel", Revision: "devel", Time: "devel", GoVersion: "devel"}
+	b := buildInfo{Version: cmp.Or(stampedVersion, "devel"), Revision: "devel", Time: "devel", GoVersion: "devel"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b
 	}
 	b.GoVersion = bi.GoVersion
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
+	if v := bi.Main.Version; stampedVersion == "" && v != "" && v != "(devel)" {
 		b.Version = v
 	}
 	for _, s := range bi.Settings {
