@@ -2,7 +2,8 @@
 # Makes sure PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer,
 # starting or installing them when they do not, and that the pgbouncer
 # binary is installed (the tests start private ones: internal/pgbouncer),
-# and chromium (the console's browser test).
+# chromium (the console's browser test), and podman with runc (the image
+# test builds and runs the worker's container image).
 # Exits non-zero when one cannot be had: tests must fail, never skip,
 # without their services.
 # Honors TEST_DATABASE_URL / TEST_REDIS_URL only for the checks' hosts when
@@ -39,6 +40,15 @@ if ! command -v chromium >/dev/null; then
 fi
 command -v chromium >/dev/null || { echo "services: chromium is missing and could not be installed" >&2; exit 1; }
 
+# The image test (cmd/worker/image_test.go) builds the image with
+# scripts/image.sh and runs it with Debian's podman under runc.
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+  echo "services: installing podman and runc" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc) >&2
+fi
+command -v podman >/dev/null && command -v runc >/dev/null ||
+  { echo "services: podman or runc is missing and could not be installed" >&2; exit 1; }
+
 if [ -z "${TEST_DATABASE_URL:-}" ] && ! pg_up; then
   echo "services: starting PostgreSQL" >&2
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start >&2 || true
@@ -51,4 +61,4 @@ if [ -z "${TEST_REDIS_URL:-}" ] && ! redis_up; then
 fi
 if [ -z "${TEST_DATABASE_URL:-}" ]; then pg_up || { echo "services: PostgreSQL unreachable" >&2; exit 1; }; fi
 if [ -z "${TEST_REDIS_URL:-}" ]; then redis_up || { echo "services: Redis unreachable" >&2; exit 1; }; fi
-echo "services: PostgreSQL and Redis are up; pgbouncer and chromium are installed" >&2
+echo "services: PostgreSQL and Redis are up; pgbouncer, chromium and podman are installed" >&2
