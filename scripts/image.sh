@@ -39,6 +39,6 @@ printf 'root:x:0:\nnonroot:x:65532:\n' >"$ctx/group"
 chmod 0444 "$ctx/ca-certificates.crt" "$ctx/passwd" "$ctx/group"
 
 echo "image: building $image" >&2
-podman --runtime runc --cgroup-manager cgroupfs build --quiet \
+podman --runtime runc --cgroup-manager cgroupfs build --quiet --layers=false \
   --build-arg "VERSION=$version" -f Dockerfile -t "$image" "$ctx" >&2
 echo "$image"
