@@ -263,6 +263,16 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	if n := db.Count(t, "SELECT count(*) FROM webhook_dead_letter"); n != 0 {
 		t.Fatalf("%d dead letters", n)
 	}
+	// Neither worker met an error on the other's schema or rows (a write
+	// the new checks refuse would be retried by the other worker, unseen
+	// by the consumers).
+	for who, logs := range map[string]string{"previous": old.logs.String(), "new": next.logs.String()} {
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, "SQLSTATE") {
+				t.Fatalf("the %s worker logged: %s", who, line)
+			}
+		}
+	}
 	badMu.Lock()
 	defer badMu.Unlock()
 	if len(bad) > 0 {
