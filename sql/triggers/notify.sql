@@ -33,6 +33,14 @@ BEGIN
 END;
 $$;
 
+-- The trigger is replaced under a lock on webhook_outbox taken first, in
+-- the order a producer's insert takes its locks (the table, then its
+-- partition): DROP TRIGGER alone locks the partitions before the table,
+-- and a producer inserting in between deadlocked with it. Like the
+-- migrations (003), it gives up after 200 ms rather than queue producers
+-- behind a long transaction, and `worker migrate` tries again.
+SET LOCAL lock_timeout = '200ms';
+LOCK TABLE webhook_outbox IN ACCESS EXCLUSIVE MODE;
 DROP TRIGGER IF EXISTS webhook_outbox_notify ON webhook_outbox;
 CREATE CONSTRAINT TRIGGER webhook_outbox_notify
     AFTER INSERT ON webhook_outbox
