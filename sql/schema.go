@@ -45,6 +45,15 @@ const createVersionTable = `CREATE TABLE IF NOT EXISTS webhook_schema_migrations
     applied_at timestamptz NOT NULL DEFAULT now()
 )`
 
+// triggerLockSQL runs before a trigger script: replacing a trigger of the
+// partitioned webhook_outbox (DROP TRIGGER) locks its partitions before the
+// table, while a producer's insert locks the table, then its partition; a
+// producer inserting meanwhile could deadlock with it. Taking the table's
+// lock first keeps one order. Like the migrations (003), it gives up after
+// 200 ms rather than queue producers behind a long transaction, and
+// applyRetrying tries again.
+const triggerLockSQL = `SET LOCAL lock_timeout = '200ms'; LOCK TABLE webhook_outbox IN ACCESS EXCLUSIVE MODE`
+
 // ErrNotMigrated is returned by Check when the database lacks a migration or
 // a current trigger. Its message names `worker migrate`.
 var ErrNotMigrated = errors.New("database schema is not up to date: run `worker migrate`")
@@ -178,6 +187,11 @@ func apply(ctx context.Context, conn *pgx.Conn, f File) (bool, error) {
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("migrate %s: read its version: %w", f.Version, err)
 		}
+		if f.Trigger {
+			if _, err := tx.Exec(ctx, triggerLockSQL); err != nil {
+				return fmt.Errorf("migrate %s: lock webhook_outbox: %w", f.Version, err)
+			}
+		}
 		if _, err := tx.Exec(ctx, f.SQL); err != nil {
 			return fmt.Errorf("migrate %s: %w", f.Version, err)
 		}
@@ -230,9 +244,10 @@ func Check(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
+	newer := newerRelease(all, applied)
 	var missing []string
 	for _, f := range all {
-		if sum, ok := applied[f.Version]; !ok || (f.Trigger && sum != f.Checksum) {
+		if sum, ok := applied[f.Version]; !ok || (f.Trigger && sum != f.Checksum && !newer) {
 			missing = append(missing, path.Base(f.Version))
 		}
 	}
@@ -240,4 +255,23 @@ func Check(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("%w (missing or outdated: %s)", ErrNotMigrated, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// newerRelease says whether the database holds a migration this binary does
+// not know: a newer release has migrated it, during a rolling upgrade, and
+// its trigger scripts are that release's. A worker of the older release
+// still runs there (every migration it knows is applied, and migrations
+// are written to let older workers deliver), so that one restarted
+// mid-upgrade is not refused for a trigger newer than its own.
+func newerRelease(all []File, applied map[string]string) bool {
+	known := map[string]bool{}
+	for _, f := range all {
+		known[f.Version] = true
+	}
+	for v := range applied {
+		if strings.HasPrefix(v, "migrations/") && !known[v] {
+			return true
+		}
+	}
+	return false
 }
