@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -112,7 +113,7 @@ func checkWorker(t *testing.T, r rendered, port int32, shutdownMS int64) {
 		}
 	}
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g*1000 <= shutdownMS {
-		t.Errorf("terminationGracePeriodSeconds %v, want more than the shutdown timeout %d ms", g, shutdownMS)
+		t.Errorf("terminationGracePeriodSeconds %s, want more than the shutdown timeout %d ms", show("%d", g), shutdownMS)
 	}
 	checkPod(t, "worker", pod)
 	if len(r.jobs) != 1 {
@@ -177,9 +178,17 @@ func checkPod(t *testing.T, name string, pod corev1.PodSpec) {
 	}
 	for _, v := range pod.Volumes {
 		if s := v.Secret; s != nil && (s.DefaultMode == nil || *s.DefaultMode != 0o400) {
-			t.Errorf("%s: volume %s of Secret %s has defaultMode %v, want 0400", name, v.Name, s.SecretName, s.DefaultMode)
+			t.Errorf("%s: volume %s of Secret %s has defaultMode %s, want 0400", name, v.Name, s.SecretName, show("%#o", s.DefaultMode))
 		}
 	}
+}
+
+// show prints what p points to, or nil.
+func show[T any](format string, p *T) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprintf(format, *p)
 }
 
 func envValue(env []corev1.EnvVar, name string) string {
