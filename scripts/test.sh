@@ -22,6 +22,9 @@ trap 'rm -f "$FLUXORA_FIGURES"' EXIT
 # runs three test binaries at once (the default is one per core, two here),
 # which mostly wait on PostgreSQL, Redis and worker processes.
 go test -race -count=1 -parallel 8 -p 3 -timeout 20m "$@" ./cmd/worker ./outbox ./...
+# tools/ is a module of its own (helm and the Kubernetes API types, kept
+# out of the worker's module): the Helm chart's lint, render and checks.
+(cd tools && go vet ./... && go test -race -count=1 -timeout 10m ./...)
 if [ -s "$FLUXORA_FIGURES" ]; then
   echo "== fault suite figures"
   sort -s -k1,1 "$FLUXORA_FIGURES"
