@@ -30,7 +30,7 @@ command -v podman >/dev/null && command -v runc >/dev/null ||
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 echo "image: building the worker $version" >&2
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.stampedVersion=$version" \
+CGO_ENABLED=0 go build -trimpath -buildvcs=true -ldflags "-s -w -X main.stampedVersion=$version" \
   -o "$ctx/worker" ./cmd/worker
 chmod 0555 "$ctx/worker"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/ca-certificates.crt"

@@ -18,11 +18,7 @@ const maxTracked = 1 << 20
 // screenshots of docs/ aside), so that a build output committed by mistake
 // is caught before it lands.
 func TestNoLargeTrackedFiles(t *testing.T) {
-	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		t.Fatalf("git rev-parse: %v (the suite runs in a git checkout)", err)
-	}
-	root := strings.TrimSpace(string(top))
+	root := repoRoot(t)
 	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
@@ -46,4 +42,14 @@ func TestNoLargeTrackedFiles(t *testing.T) {
 			t.Errorf("%s is tracked and %d bytes (over %d): build outputs belong in .gitignore", f, fi.Size(), maxTracked)
 		}
 	}
+}
+
+// repoRoot is the top of the git checkout the suite runs in.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse: %v (the suite runs in a git checkout)", err)
+	}
+	return strings.TrimSpace(string(top))
 }
