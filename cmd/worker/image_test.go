@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -261,5 +262,45 @@ func TestImageRunsAsAClusterRunsIt(t *testing.T) {
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"); n != 0 {
 		t.Fatalf("%d rows left unprocessed after the drain, want 0", n)
+	}
+
+	// The console, its token from a file mounted into the container too.
+	token := "Console-Token-XYZ-" + randomHex(t, 16) // 12 distinct characters whatever the random part
+	tokenFile := filepath.Join(dir, "console.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tokenFile, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	console := "fluxora-imagetest-console-" + suffix
+	cargs := clusterRun(t, console, keyFile, map[string]string{"DATABASE_URL": db.URL,
+		"WEBHOOK_CONSOLE_TOKEN_FILE": "/run/secrets/console.token", "WEBHOOK_CONSOLE_ADDR": "127.0.0.1:0"}, image, "console")
+	podman(t, append([]string{"run", "--detach", "-v", tokenFile + ":/run/secrets/console.token:ro"}, cargs[1:]...)...)
+	var base string
+	waitfor.True(t, 30*time.Second, "the console serving", func() bool {
+		logs, _ := podmanErr("logs", console)
+		_, rest, ok := strings.Cut(logs, "console: serving ")
+		base, _, _ = strings.Cut(rest, "\n")
+		base = strings.TrimSuffix(base, "/")
+		return ok && base != ""
+	})
+	req, err := http.NewRequest(http.MethodGet, base+"/api/endpoints", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"cluster"`) {
+		t.Fatalf("GET /api/endpoints with the mounted token: %d %s", res.StatusCode, body)
+	}
+	podman(t, "kill", "--signal", "TERM", console)
+	if code := podman(t, "wait", console); code != "0" {
+		t.Fatalf("the console's container exited %s after SIGTERM, want 0", code)
 	}
 }
