@@ -32,8 +32,9 @@ func TestGuardJudgesEverySpelling(t *testing.T) {
 	t.Parallel()
 	g := egress.New(egress.Config{DenyLoopback: true})
 	for _, c := range hostaddr.HostCases {
-		a, isIP, err := hostaddr.Parse(c.Host)
-		if err != nil || !isIP {
+		h, err := hostaddr.Canonical(c.Host)
+		a := h.Addr
+		if err != nil || !a.IsValid() {
 			continue
 		}
 		if got := classOf(t, g, a); got != c.Class {

@@ -94,13 +94,6 @@ func Canonical(host string) (Host, error) {
 	return Host{Name: a.String(), Addr: a}, nil
 }
 
-// Parse is Canonical for callers that want only the address: ok is false
-// for a name.
-func Parse(host string) (addr netip.Addr, ok bool, err error) {
-	h, err := Canonical(host)
-	return h.Addr, h.Addr.IsValid(), err
-}
-
 // clientName is host as net/http sends it: unchanged when ASCII, else
 // idna.Lookup.ToASCII's result. net/http falls back to the raw host when
 // the mapping fails; here that is refused instead.

@@ -11,37 +11,39 @@ import (
 // or "invalid".
 var cases = hostaddr.HostCases
 
-func TestParse(t *testing.T) {
+func TestCanonical(t *testing.T) {
 	t.Parallel()
 	for _, c := range cases {
-		a, ok, err := hostaddr.Parse(c.Host)
+		h, err := hostaddr.Canonical(c.Host)
 		got := ""
 		switch {
 		case err != nil:
 			got = "invalid"
-		case ok:
-			got = a.String()
+		case h.Addr.IsValid():
+			got = h.Addr.String()
 		}
 		if got != c.Want {
-			t.Errorf("Parse(%q) = %q, want %q", c.Host, got, c.Want)
+			t.Errorf("Canonical(%q) = %q, want %q", c.Host, got, c.Want)
 		}
 	}
 }
 
-func FuzzParse(f *testing.F) {
+func FuzzCanonical(f *testing.F) {
 	for _, c := range cases {
 		f.Add(c.Host)
 	}
 	f.Fuzz(func(t *testing.T, host string) {
-		a, ok, err := hostaddr.Parse(host)
+		h, err := hostaddr.Canonical(host)
+		a, ok := h.Addr, h.Addr.IsValid()
 		if err != nil && ok {
-			t.Fatalf("Parse(%q): both an address and an error", host)
+			t.Fatalf("Canonical(%q): both an address and an error", host)
 		}
 		if ok {
 			// The canonical form reads back as itself.
-			b, ok2, err2 := hostaddr.Parse(a.String())
+			h2, err2 := hostaddr.Canonical(a.String())
+			b, ok2 := h2.Addr, h2.Addr.IsValid()
 			if err2 != nil || !ok2 || b != a {
-				t.Fatalf("Parse(%q) = %s, which reads back as %s, %v, %v", host, a, b, ok2, err2)
+				t.Fatalf("Canonical(%q) = %s, which reads back as %s, %v, %v", host, a, b, ok2, err2)
 			}
 		}
 	})

@@ -49,7 +49,7 @@ func FuzzValidateURL(f *testing.F) {
 				t.Fatalf("ValidateURL(%q) returned host %q, not ASCII", raw, u.Host)
 			}
 		}
-		if a, isIP, err := hostaddr.Parse(rawHost(u)); err != nil || isIP && u.Hostname() != a.String() {
+		if h, err := hostaddr.Canonical(rawHost(u)); err != nil || h.Addr.IsValid() && u.Hostname() != h.Addr.String() {
 			t.Fatalf("ValidateURL(%q) returned host %q, not canonical (%v)", raw, u.Host, err)
 		}
 		if u.Scheme == "https" {
