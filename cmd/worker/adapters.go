@@ -168,7 +168,7 @@ func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Res
 		}
 		return dispatcher.Result{Class: dispatcher.Permanent, Error: es.err}
 	}
-	if es != nil && es.told.CompareAndSwap(false, true) {
+	if es != nil && !es.told.Load() && es.told.CompareAndSwap(false, true) {
 		h.secrets.readable(ctx, r)
 	}
 	name := r.EndpointName
