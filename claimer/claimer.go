@@ -52,9 +52,9 @@ type (
 	// Health is what an attempt says of its endpoint (webhook.Health).
 	Health = webhook.Health
 	// Batch is what one Claim returns (outbox.Batch).
-	Batch = outbox.Batch
+	Batch = webhook.Batch
 	// Broken is a row the claim could not decode (outbox.Broken).
-	Broken = outbox.Broken
+	Broken = webhook.Broken
 )
 
 // The kinds and health values (webhook's).
@@ -142,7 +142,7 @@ func (c *Claimer) Claim(ctx context.Context, q Query) (Batch, error) {
 	if limit <= 0 {
 		limit = c.batchSize
 	}
-	return c.store.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: c.lease, Skip: q.Skip, Room: q.Room,
+	return c.store.Claim(ctx, webhook.Query{Limit: limit, Lease: c.lease, Skip: q.Skip, Room: q.Room,
 		DefaultRoom: q.DefaultRoom, EnvRoom: q.EnvRoom, SkipEnv: q.SkipEnv, Env: c.env})
 }
 

@@ -19,14 +19,6 @@ var (
 	MaxTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// Broken is a claimed row the worker could not decode: Claim moves it to
-// the dead letter alone, with Reason, and delivers its batch mates.
-type Broken struct {
-	ID         int64
-	DeliveryID string
-	Reason     string
-}
-
 // timeOf decodes a timestamp the claim returned, or says why the worker
 // cannot handle it (the schema refuses such times; this is the second line
 // of defence, for a database whose constraints were dropped or not yet
@@ -66,7 +58,7 @@ SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL
 
 // deadLetterBroken moves the broken rows, leased under their tokens, to the
 // dead letter.
-func (s *Store) deadLetterBroken(ctx context.Context, broken []Broken, tokens []webhook.Token) error {
+func (s *Store) deadLetterBroken(ctx context.Context, broken []webhook.Broken, tokens []webhook.Token) error {
 	type item struct {
 		ID     int64       `json:"id"`
 		Token  pgtype.UUID `json:"token"`

@@ -16,67 +16,12 @@ import (
 // nextDueMaxMS caps what NextDue returns: a day, in milliseconds.
 const nextDueMaxMS = 24 * 60 * 60 * 1000
 
-// ClaimQuery is what one Claim takes.
-type ClaimQuery struct {
-	// Limit is the most rows (at least 1).
-	Limit int
-	// Lease is how long, by the database clock, the claim holds its rows.
-	Lease time.Duration
-	// Skip lists endpoints (uuid text) whose rows the claim leaves alone
-	// and does not read: those at their limit in this worker, or parked
-	// while their breaker is open.
-	Skip []string
-	// Room gives, by endpoint (uuid text), the most rows the claim takes
-	// of that endpoint; DefaultRoom is the room of any other endpoint
-	// (0: Limit).
-	Room        map[string]int
-	DefaultRoom int
-	// EnvRoom is the most rows of the WEBHOOK_URL endpoint (0: Limit);
-	// SkipEnv leaves its deliveries alone. Events still in want of
-	// fan-out are claimed anyway.
-	EnvRoom int
-	SkipEnv bool
-	// Env says the worker delivers to a WEBHOOK_URL endpoint: an event's
-	// own row is then that endpoint's delivery. Without it, an event is
-	// only fanned out to the endpoints of webhook_endpoints.
-	Env bool
-}
-
-// Batch is what one Claim returns.
-type Batch struct {
-	// Rows are the deliveries leased to the caller, oldest first: rows of
-	// the endpoints' queues and deliveries fanned out by this claim. Those
-	// of a fan-out in flight (Event set) share their event's Payload and
-	// Headers: read only.
-	Rows []webhook.Delivery
-	// Taken is how many queue rows and events the claim took: Rows but the
-	// fresh ones, the broken ones, and the events it fanned out.
-	Taken int
-	// More says rows were left that the claim could have taken with a
-	// higher Limit: claim again.
-	More bool
-	// FannedOut is how many events the claim fanned out; Deliveries how
-	// many endpoint delivery rows that made, of which Fresh are in Rows
-	// (leased at once) and the others pending, due at once.
-	FannedOut, Deliveries, Fresh int
-	// Unrouted lists the event types of events the claim found no
-	// endpoint for: they are recorded processed with fanout 0.
-	Unrouted []string
-	// Broken lists the leased rows the worker could not decode (a time
-	// the schema would refuse): they are not in Rows, and were moved to
-	// the dead letter, each with its Reason, in a statement of their own.
-	Broken []Broken
-	// BrokenErr is the error of that move, if it failed: the broken rows
-	// then stay leased, to be claimed again when their lease ends.
-	BrokenErr error
-}
-
-// Claim leases due rows (see ClaimQuery and ClaimSQL), fanning out the
+// Claim leases due rows (see webhook.Query and ClaimSQL), fanning out the
 // events among them, in one statement and one round trip. It returns an
 // empty Batch and no error when nothing is due.
-func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
+func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, error) {
 	type claimed struct {
-		b      Batch
+		b      webhook.Batch
 		tokens []webhook.Token
 	}
 	// The plain path is tried while the claims find it open: it says so
@@ -95,7 +40,7 @@ func (s *Store) Claim(ctx context.Context, q ClaimQuery) (Batch, error) {
 		return claimed{b, tokens}, err
 	})
 	if err != nil {
-		return Batch{}, err
+		return webhook.Batch{}, err
 	}
 	b := c.b
 	// Pending deliveries of this fan-out are due at once.
@@ -122,19 +67,19 @@ var (
 // its rows; the tokens are those of the batch's broken rows, plain is the
 // statement's plain column (false without rows; PlainClaimSQL's status row
 // says it when it took nothing).
-func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, brokenTokens []webhook.Token, plain bool, err error) {
+func (s *Store) claim(ctx context.Context, stmt named, q webhook.Query) (b webhook.Batch, brokenTokens []webhook.Token, plain bool, err error) {
 	args, err := stmt.args(claimArgs(q))
 	if err != nil {
-		return Batch{}, nil, false, fmt.Errorf("claim: %w", err)
+		return webhook.Batch{}, nil, false, fmt.Errorf("claim: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, stmt.sql, args...)
 	if err != nil {
-		return Batch{}, nil, false, fmt.Errorf("claim: %w", err)
+		return webhook.Batch{}, nil, false, fmt.Errorf("claim: %w", err)
 	}
 	// Rows has room for the rows of a usual claim: grown from nothing by
 	// append, it copied a claim's rows (300 bytes each) about twice. Not
 	// the whole Limit, which can be thousands of slots for one row.
-	b = Batch{Rows: make([]webhook.Delivery, 0, min(q.Limit, 128))}
+	b = webhook.Batch{Rows: make([]webhook.Delivery, 0, min(q.Limit, 128))}
 	var r webhook.Delivery
 	var leased, fan, fresh bool
 	// The payload and headers of a fan-out in flight come once, on its
@@ -175,7 +120,7 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 		}
 		if leased {
 			if err := decodeTimes(&r, createdAt, prevUntil); err != nil {
-				b.Broken = append(b.Broken, Broken{ID: r.ID, DeliveryID: r.DeliveryID, Reason: "the worker cannot handle this row: " + err.Error()})
+				b.Broken = append(b.Broken, webhook.Broken{ID: r.ID, DeliveryID: r.DeliveryID, Reason: "the worker cannot handle this row: " + err.Error()})
 				brokenTokens = append(brokenTokens, r.Token)
 			} else {
 				b.Rows = append(b.Rows, r)
@@ -185,13 +130,13 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 		return nil
 	})
 	if err != nil {
-		return Batch{}, nil, false, fmt.Errorf("claim: %w", err)
+		return webhook.Batch{}, nil, false, fmt.Errorf("claim: %w", err)
 	}
 	for i := range b.Rows {
 		if ev := b.Rows[i].Event; ev != 0 {
 			e, ok := shared[ev]
 			if !ok {
-				return Batch{}, nil, false, fmt.Errorf("claim: delivery %s without its event's payload", b.Rows[i].DeliveryID)
+				return webhook.Batch{}, nil, false, fmt.Errorf("claim: delivery %s without its event's payload", b.Rows[i].DeliveryID)
 			}
 			b.Rows[i].Payload, b.Rows[i].Headers = e.payload, e.headers
 		}
@@ -200,7 +145,7 @@ func (s *Store) claim(ctx context.Context, stmt named, q ClaimQuery) (b Batch, b
 }
 
 // claimArgs names ClaimSQL's parameters.
-func claimArgs(q ClaimQuery) pgx.NamedArgs {
+func claimArgs(q webhook.Query) pgx.NamedArgs {
 	skip := q.Skip
 	if skip == nil {
 		skip = []string{}
@@ -235,12 +180,15 @@ func decodeTimes(r *webhook.Delivery, createdAt, prevUntil pgtype.Timestamptz) e
 	return nil
 }
 
+// nextDueSQL is the statement next_due (queries/next_due.sql).
+var nextDueSQL = rawStatement("next_due")
+
 // NextDue returns how long, by the database clock, until the earliest
 // scheduled (not yet due) pending row is due, at most a day; ok is false
 // when there is none.
 func (s *Store) NextDue(ctx context.Context) (d time.Duration, ok bool, err error) {
 	var ms *int64
-	if err := s.pool.QueryRow(ctx, NextDueSQL).Scan(&ms); err != nil {
+	if err := s.pool.QueryRow(ctx, nextDueSQL).Scan(&ms); err != nil {
 		return 0, false, fmt.Errorf("next due: %w", err)
 	}
 	if ms == nil {

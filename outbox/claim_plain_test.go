@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxora/webhook-worker/webhook"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
@@ -67,7 +69,7 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 		more, plain                            bool
 		ids, state                             string
 	}
-	run := func(stmt named, q ClaimQuery) result {
+	run := func(stmt named, q webhook.Query) result {
 		t.Helper()
 		b, _, plain, err := s.claim(ctx, stmt, q)
 		if err != nil {
@@ -85,7 +87,7 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 		for _, events := range []int{0, 1, 12} {
 			for _, limit := range []int{1, 5, 15} {
 				for _, room := range []int{1, 3, 10, 100} {
-					q := ClaimQuery{Limit: limit, Lease: time.Minute, EnvRoom: room, Env: true}
+					q := webhook.Query{Limit: limit, Lease: time.Minute, EnvRoom: room, Env: true}
 					name := fmt.Sprintf("pending %d, events %d, limit %d, room %d", pending, events, limit, room)
 					fill(pending, events)
 					p := run(plainClaimStmt, q)
@@ -111,7 +113,7 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 		t.Fatalf("the plain path took rows in %d cases only", cases)
 	}
 	// Closed: it takes nothing, and ClaimSQL says so.
-	q := ClaimQuery{Limit: 10, Lease: time.Minute, Env: true}
+	q := webhook.Query{Limit: 10, Lease: time.Minute, Env: true}
 	for name, closeIt := range map[string]string{
 		"an enabled endpoint": `INSERT INTO webhook_endpoints (name, url, secret, event_types)
 			VALUES ('other', 'https://h.example.com/', 'whsec_x', '{other.type}')`,
@@ -155,7 +157,7 @@ func TestStoreStaysOnThePlainPathWhenNothingIsDue(t *testing.T) {
 		t.Helper()
 		exec(`INSERT INTO webhook_outbox (event_type, payload) SELECT 'x', '{}' FROM generate_series(1, $1)`, n)
 	}
-	q := ClaimQuery{Limit: 10, Lease: time.Minute, Env: true}
+	q := webhook.Query{Limit: 10, Lease: time.Minute, Env: true}
 	claim := func(step string, want int, open bool) {
 		t.Helper()
 		b, err := s.Claim(ctx, q)

@@ -309,20 +309,3 @@ SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000'::uui
   (SELECT only_env FROM plain) AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL), o.event
 FROM out o CROSS JOIN more m
   LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id`
-
-// NextDueSQL gives the milliseconds, by the database clock, until the
-// earliest pending row that is not yet due (NULL when there is none): one
-// probe per queue (the endpoints with pending rows, queuesCTE), one of the
-// events' and one of the WEBHOOK_URL endpoint's.
-const NextDueSQL = `WITH RECURSIVE ` + queuesCTE + `, heads AS (
-  SELECT (SELECT min(o.created_at) FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held AND o.created_at > now()) AS at
-  FROM queues q WHERE q.endpoint_id IS NOT NULL
-  UNION ALL
-  SELECT min(o.created_at) FROM webhook_outbox o
-  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.created_at > now()
-  UNION ALL
-  SELECT min(o.created_at) FROM webhook_outbox o
-  WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held AND o.created_at > now()
-)
-SELECT (EXTRACT(EPOCH FROM (min(at) - clock_timestamp())) * 1000)::bigint FROM heads`

@@ -103,7 +103,7 @@ func TestFanOutInFlightRandomInterleavings(t *testing.T) {
 				default:
 				}
 				crash := whole || rng.IntN(10) == 0
-				q := outbox.ClaimQuery{Limit: 1 + rng.IntN(12), Lease: time.Minute, DefaultRoom: 4}
+				q := webhook.Query{Limit: 1 + rng.IntN(12), Lease: time.Minute, DefaultRoom: 4}
 				if crash {
 					q.Limit, q.Lease = 12, 200*time.Millisecond
 				}
@@ -232,7 +232,7 @@ func TestFanOutInFlightStatusAndRemovedEndpoint(t *testing.T) {
 	a, b := endpoint(t, db, "a", true), endpoint(t, db, "b", true)
 	endpoint(t, db, "c", true)
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{"n": 1}')`)
-	batch, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
+	batch, err := s.Claim(ctx, webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestFanOutInFlightCarriesEachEventsBody(t *testing.T) {
 		exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, headers) VALUES ('x', $1::jsonb, $2::jsonb)`,
 			fmt.Sprintf(`{"n": %d}`, i), fmt.Sprintf(`{"x-n": "%d"}`, i))
 	}
-	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 8, Lease: time.Minute, DefaultRoom: 8})
+	b, err := s.Claim(ctx, webhook.Query{Limit: 8, Lease: time.Minute, DefaultRoom: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestFanOutInFlightTakenOverKeepsItsDeliveries(t *testing.T) {
 		ids[name] = endpoint(t, db, name, true)
 	}
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
-	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
+	b, err := s.Claim(ctx, webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
 	if err != nil || len(b.Rows) != 5 {
 		t.Fatalf("claim: %+v, %v", b, err)
 	}
@@ -379,7 +379,7 @@ func TestFanOutInFlightTakenOverKeepsItsDeliveries(t *testing.T) {
 	exec(t, db, `DELETE FROM webhook_endpoints WHERE name = 'removed'`)
 	endpoint(t, db, "added", true)
 	endLease(t, db)
-	b, err = s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
+	b, err = s.Claim(ctx, webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestFanOutInFlightLeftToTheURLEndpoint(t *testing.T) {
 	s, db := setup(t)
 	endpoint(t, db, "a", true)
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
-	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
+	b, err := s.Claim(ctx, webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10})
 	if err != nil || len(b.Rows) != 1 || b.Rows[0].Event == 0 {
 		t.Fatalf("claim: %+v, %v", b, err)
 	}
@@ -418,7 +418,7 @@ func TestFanOutInFlightLeftToTheURLEndpoint(t *testing.T) {
 	// Another event, while the first is still in flight: the claim takes
 	// it on its own and opens the plain path.
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
-	q := outbox.ClaimQuery{Limit: 10, Lease: time.Minute, Env: true}
+	q := webhook.Query{Limit: 10, Lease: time.Minute, Env: true}
 	if b, err = s.Claim(ctx, q); err != nil || len(b.Rows) != 1 || b.Rows[0].EndpointID != "" || !outbox.PlainOpen(s) {
 		t.Fatalf("claim of the second event: %+v, %v, plain path open %v", b, err, outbox.PlainOpen(s))
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxora/webhook-worker/webhook"
+
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/outbox"
 )
@@ -83,7 +85,7 @@ func TestLeaseKeepsRowsOnTheirPage(t *testing.T) {
 			if err := db.Pool.QueryRow(ctx, `SELECT count(DISTINCT (ctid::text::point)[0]) FROM webhook_outbox_pending`).Scan(&used); err != nil {
 				t.Fatal(err)
 			}
-			b, err := store.Claim(ctx, outbox.ClaimQuery{Limit: rows, Lease: time.Minute, Env: !tc.endpoint})
+			b, err := store.Claim(ctx, webhook.Query{Limit: rows, Lease: time.Minute, Env: !tc.endpoint})
 			if err != nil {
 				t.Fatal(err)
 			}

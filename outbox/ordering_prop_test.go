@@ -189,7 +189,7 @@ func interleavings(t *testing.T, endpoints bool) {
 					return
 				default:
 				}
-				b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 1 + rng.IntN(8), Lease: time.Minute, DefaultRoom: 8, Env: true})
+				b, err := s.Claim(ctx, webhook.Query{Limit: 1 + rng.IntN(8), Lease: time.Minute, DefaultRoom: 8, Env: true})
 				if err != nil {
 					t.Error(err)
 					return

@@ -15,7 +15,7 @@ import (
 // payload (the test's event names).
 func claimAll(t *testing.T, s *outbox.Store, env bool) map[string]webhook.Delivery {
 	t.Helper()
-	b, err := s.Claim(context.Background(), outbox.ClaimQuery{Limit: 100, Lease: time.Minute, DefaultRoom: 100, Env: env})
+	b, err := s.Claim(context.Background(), webhook.Query{Limit: 100, Lease: time.Minute, DefaultRoom: 100, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}

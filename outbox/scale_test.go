@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxora/webhook-worker/webhook"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
@@ -139,7 +141,7 @@ func TestClaimCostsNothingForABacklogItCannotTake(t *testing.T) {
 	// Fairness: the first claim takes the healthy endpoint's delivery,
 	// beside its share of the backlog's oldest rows (half the limit, two
 	// queues), and says more is left.
-	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 10, Lease: 30 * time.Second, DefaultRoom: 25})
+	b, err := s.Claim(ctx, webhook.Query{Limit: 10, Lease: 30 * time.Second, DefaultRoom: 25})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ func TestClaimRoundRobinOverManyEndpoints(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for claim := range endpoints * perEndpoint / limit {
-		b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25})
+		b, err := s.Claim(ctx, webhook.Query{Limit: limit, Lease: time.Minute, DefaultRoom: 25})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +197,7 @@ func TestClaimRoundRobinOverManyEndpoints(t *testing.T) {
 			t.Fatalf("after claim %d: %d rows leased, want %d", claim, n, (claim+1)*limit)
 		}
 	}
-	if b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25}); err != nil || len(b.Rows) != 0 || b.More {
+	if b, err := s.Claim(ctx, webhook.Query{Limit: limit, Lease: time.Minute, DefaultRoom: 25}); err != nil || len(b.Rows) != 0 || b.More {
 		t.Fatalf("last claim: %+v, %v", b, err)
 	}
 }
@@ -273,7 +275,7 @@ func TestClaimManyEndpointsOneRowEach(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for claim := range endpoints / limit {
-		b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25})
+		b, err := s.Claim(ctx, webhook.Query{Limit: limit, Lease: time.Minute, DefaultRoom: 25})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +295,7 @@ func TestClaimManyEndpointsOneRowEach(t *testing.T) {
 			t.Fatalf("claim %d: %d pairs of a leased row younger than a pending one", claim, n)
 		}
 	}
-	if b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: limit, Lease: time.Minute, DefaultRoom: 25}); err != nil || len(b.Rows) != 0 {
+	if b, err := s.Claim(ctx, webhook.Query{Limit: limit, Lease: time.Minute, DefaultRoom: 25}); err != nil || len(b.Rows) != 0 {
 		t.Fatalf("last claim: %d rows, %v", len(b.Rows), err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxora/webhook-worker/webhook"
+
 	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/outbox"
@@ -46,7 +48,7 @@ func TestStatusCountsDueAsTheClaim(t *testing.T) {
 		eps[0].URL != "https://h.example.com/shop" {
 		t.Fatalf("endpoints %+v, %v", eps, err)
 	}
-	b, err := s.Claim(ctx, outbox.ClaimQuery{Limit: 100, Lease: time.Minute})
+	b, err := s.Claim(ctx, webhook.Query{Limit: 100, Lease: time.Minute})
 	if err != nil || len(b.Rows) != int(q.PendingDue) {
 		t.Fatalf("the claim took %d rows, the status said %d due (%v)", len(b.Rows), q.PendingDue, err)
 	}
