@@ -340,6 +340,8 @@ func newSystem(name string, opt options, bin, self string, c common) system {
 	switch name {
 	case sysWorkerTuned:
 		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency)}
+	case sysWorkerTunedIdle:
+		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency), idle: true}
 	case sysRiverDefaults:
 		return &riverSystem{common: c, bin: self, maxWorkers: riverDefaultWorkers}
 	case sysRiverTuned:

@@ -31,9 +31,13 @@ const (
 	sysWorkerBefore = "worker-before"
 	// sysWorkerBeforeTuned is the same binary with worker-tuned's settings.
 	sysWorkerBeforeTuned = "worker-before-tuned"
+	// sysWorkerTunedIdle is worker-tuned beside an idle endpoint of the
+	// table (subscribed to a type nothing has): what an endpoint with
+	// nothing to send costs the WEBHOOK_URL endpoint's deliveries.
+	sysWorkerTunedIdle = "worker-tuned-idle"
 )
 
-var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore, sysWorkerBeforeTuned)
+var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore, sysWorkerBeforeTuned, sysWorkerTunedIdle)
 
 // defaultSystems run when -systems is not given: all but worker-before and
 // worker-before-tuned, which need -worker-before.
@@ -121,6 +125,9 @@ type workerSystem struct {
 	bin      string
 	env      []string // the system's settings, e.g. WEBHOOK_BATCH_SIZE=100
 	pollOnly bool
+	// idle adds an endpoint to the table at setup, subscribed to
+	// scaleIdleType, which nothing inserts.
+	idle bool
 	// listenURL is WEBHOOK_LISTEN_DATABASE_URL ("": unset) when dbURL goes
 	// through PgBouncer (-pgbouncer).
 	listenURL string
@@ -156,6 +163,12 @@ func (s *workerSystem) setup(ctx context.Context, dbURL string, pool *pgxpool.Po
 	cmd.Env = childEnv("DATABASE_URL=" + dbURL)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("worker migrate: %w\n%s", err, out)
+	}
+	if s.idle {
+		if _, err := pool.Exec(ctx, `INSERT INTO webhook_endpoints (name, url, secret, event_types)
+			VALUES ('idle', 'http://127.0.0.1:9/idle', 'whsec_aWRsZS1lbmRwb2ludC1zZWNyZXQ=', ARRAY[$1])`, scaleIdleType); err != nil {
+			return fmt.Errorf("idle endpoint: %w", err)
+		}
 	}
 	if s.pollOnly {
 		if _, err := pool.Exec(ctx, "DROP TRIGGER webhook_outbox_notify ON webhook_outbox"); err != nil {
