@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -37,27 +38,12 @@ func timeOf(col string, ts pgtype.Timestamptz) (time.Time, error) {
 	return ts.Time, nil
 }
 
-// deadLetterBrokenSQL moves rows the worker could not decode to the dead
-// letter, each with its reason, where the caller's lease still holds them
-// (the fence): one statement, so the mark and the dead letter commit
-// together. $1 is a JSON array of {"id", "token", "reason"}. created_at is
-// brought into the schema's range, so that the mark passes the time
-// constraints of migration 009 should they not be validated yet.
-const deadLetterBrokenSQL = `WITH broken AS (
-  SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(id bigint, token uuid, reason text)
-), moved AS (
-  UPDATE webhook_outbox o
-  SET processed = true, processed_at = now(), locked_until = NULL, created_at = webhook_time_clamp(o.created_at)
-  FROM broken b
-  WHERE o.id = b.id AND o.lease_token = b.token AND NOT o.processed
-  RETURNING o.delivery_id, o.event_type, o.payload, o.attempt, o.endpoint_id, o.headers, b.reason, o.ordering_key, o.ordering_seq
-)
-INSERT INTO webhook_dead_letter (` + deadLetterColumns + `)
-SELECT delivery_id, event_type, payload, headers, endpoint_id, attempt - 1, NULL, left(reason, 512),
-  ordering_key, ordering_seq, ordering_key IS NOT NULL FROM moved`
+// deadLetterBrokenSQL is the statement dead_letter_broken
+// (queries/broken.sql).
+var deadLetterBrokenSQL = rawStatement("dead_letter_broken")
 
 // deadLetterBroken moves the broken rows, leased under their tokens, to the
-// dead letter.
+// dead letter (dead_letter_broken).
 func (s *Store) deadLetterBroken(ctx context.Context, broken []webhook.Broken, tokens []webhook.Token) error {
 	type item struct {
 		ID     int64       `json:"id"`
@@ -72,7 +58,9 @@ func (s *Store) deadLetterBroken(ctx context.Context, broken []webhook.Broken, t
 	if err != nil {
 		return fmt.Errorf("dead-letter undecodable rows: %w", err)
 	}
-	_, err = retryMoved(ctx, func() (pgconn.CommandTag, error) { return s.pool.Exec(ctx, deadLetterBrokenSQL, string(arg)) })
+	_, err = retryMoved(ctx, func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, deadLetterBrokenSQL, pgx.NamedArgs{"broken": string(arg)})
+	})
 	if err != nil {
 		return fmt.Errorf("dead-letter undecodable rows: %w", err)
 	}

@@ -1,19 +1,21 @@
 // Package outbox is the store: it owns every statement on the worker's
 // tables (webhook_outbox, webhook_dead_letter, webhook_attempts,
-// webhook_endpoints). Each statement is a named constant beside a comment
-// saying what it guarantees; the other packages call methods of a Store
-// and never write SQL on these tables themselves (the producer kit runs
-// its INSERT in the producer's transaction, but takes it from the
-// sub-package outbox/insert, which imports no driver).
+// webhook_endpoints). Each statement is a named block of a file under
+// queries/ (statements.go) with a comment saying what it guarantees; the
+// other packages call methods of a Store and never write SQL on these
+// tables themselves (the producer kit runs its INSERT in the producer's
+// transaction, but takes it from the sub-package outbox/insert, which
+// imports no driver).
 //
 // The rules every statement shares:
 //   - A row is due when it is pending, its created_at has come and no lease
-//     holds it (DueSQL).
+//     holds it, by the database clock (written out where a statement asks).
 //   - A claimed row is held by a lease (locked_until, lease_token), never
 //     by an open transaction; an outcome is written only where the lease
 //     token still matches (the fence).
 //   - A row leaves the outbox for the dead letter with its event, endpoint
-//     and headers (deadLetterColumns), whichever statement moves it.
+//     and headers, whichever statement moves it: each lists the same
+//     columns of webhook_dead_letter (ARCHITECTURE.md).
 package outbox
 
 import (
@@ -43,14 +45,16 @@ func New(pool *pgxpool.Pool) (*Store, error) {
 }
 
 // DueSQL is the predicate of a due row of webhook_outbox (alias o): pending,
-// its created_at come by the database clock, and no live lease.
+// its created_at come by the database clock, and no live lease. Only
+// status.go still splices it; the statements of queries/ write it out.
 const DueSQL = `NOT o.processed AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())`
 
 // deadLetterColumns are the columns of webhook_dead_letter every move
 // writes, in this order: the event (delivery id, type, payload, headers),
 // its endpoint, the attempts made, the last status and error, and its
 // place in its lane (ordering key and sequence; order_broken: the lane
-// moved on without it, else it holds the lane, migration 015).
+// moved on without it, else it holds the lane, migration 015). Kept while
+// record.go and disable.go splice it; queries/broken.sql writes it out.
 const deadLetterColumns = `delivery_id, event_type, payload, headers, endpoint_id, attempts, last_status, last_error, ` +
 	`ordering_key, ordering_seq, order_broken`
 
