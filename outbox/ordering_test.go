@@ -191,8 +191,9 @@ func TestOrderingFanOutPerEndpoint(t *testing.T) {
 }
 
 // BlockedKeys counts, by endpoint, the keys whose head cannot go now: its
-// retry is later, or a dead letter holds the key ('hold'); a key whose
-// head is due, and one with nothing waiting, are not blocked.
+// retry is later, or a dead letter holds the key ('hold', or the
+// WEBHOOK_URL endpoint's, by its name); a key whose head is due, and one
+// with nothing waiting, are not blocked.
 func TestBlockedKeys(t *testing.T) {
 	t.Parallel()
 	s, db := setup(t)
@@ -210,12 +211,15 @@ func TestBlockedKeys(t *testing.T) {
 	keyed(t, db, ledger, "h1", "held")
 	keyed(t, db, ledger, "h2", "held")
 	record(t, s, claimAll(t, s, false)[`ledger:"h1"`], webhook.Dead)
+	// A dead letter of the WEBHOOK_URL endpoint holds its key.
+	exec(t, db, `INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, attempts, last_error, ordering_key, ordering_seq)
+		VALUES (gen_random_uuid(), 'e', '{}', 1, 'http 500', 'url-key', 1)`)
 
 	got, err := s.BlockedKeys(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"ledger": 1, "shop": 1}
+	want := map[string]int64{"ledger": 1, "shop": 1, outbox.DefaultEndpointName: 1}
 	if len(got) != len(want) {
 		t.Fatalf("blocked keys %+v, want %v", got, want)
 	}

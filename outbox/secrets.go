@@ -62,8 +62,11 @@ func (s *Store) RotateEndpointSecret(ctx context.Context, name string, seal func
 		if err != nil {
 			return err
 		}
-		rotated, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[endpointRecord])
-		e = rotated.endpoint()
+		// The columns are named as webhook.Endpoint's fields, in snake case.
+		e, err = pgx.CollectOneRow(rows, pgx.RowToStructByName[webhook.Endpoint])
+		if e.EventTypes == nil {
+			e.EventTypes = []string{}
+		}
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
