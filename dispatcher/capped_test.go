@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // An endpoint held at its cap while other slots stay free is claimed for
@@ -19,13 +21,13 @@ func TestCappedEndpointClaimedAsItsSlotsFree(t *testing.T) {
 	a1.EndpointID, a2.EndpointID = "a", "a"
 	releases := map[int64]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
 	started := make(chan int64, 2)
-	snd := &fakeSender{fn: func(ctx context.Context, r Row) Result {
+	snd := &fakeSender{fn: func(ctx context.Context, r webhook.Delivery) webhook.Result {
 		started <- r.ID
 		select {
 		case <-releases[r.ID]:
-			return Result{Class: Delivered, Status: 200}
+			return webhook.Result{Class: webhook.Delivered, Status: 200}
 		case <-ctx.Done():
-			return Result{Class: Retryable, Error: ctx.Err().Error()}
+			return webhook.Result{Class: webhook.Retryable, Error: ctx.Err().Error()}
 		}
 	}}
 	st := &fakeStore{}
@@ -66,19 +68,19 @@ func TestCappedBy(t *testing.T) {
 		env    bool
 		held   map[string]int
 		parked map[string]time.Time
-		q      Query
+		q      webhook.Query
 		want   bool
 	}{
-		{name: "skipped, holding slots", held: map[string]int{"a": 2}, q: Query{Skip: []string{"a"}}, want: true},
-		{name: "skipped, holding none", held: map[string]int{"b": 2}, q: Query{Skip: []string{"a"}}},
-		{name: "holding slots, not skipped", held: map[string]int{"a": 1}, q: Query{Room: map[string]int{"a": 1}}},
+		{name: "skipped, holding slots", held: map[string]int{"a": 2}, q: webhook.Query{Skip: []string{"a"}}, want: true},
+		{name: "skipped, holding none", held: map[string]int{"b": 2}, q: webhook.Query{Skip: []string{"a"}}},
+		{name: "holding slots, not skipped", held: map[string]int{"a": 1}, q: webhook.Query{Room: map[string]int{"a": 1}}},
 		{name: "skipped, holding slots, parked", held: map[string]int{"a": 2}, parked: map[string]time.Time{"a": now.Add(time.Minute)},
-			q: Query{Skip: []string{"a"}}},
+			q: webhook.Query{Skip: []string{"a"}}},
 		{name: "skipped, holding slots, park over", held: map[string]int{"a": 2}, parked: map[string]time.Time{"a": now.Add(-time.Second)},
-			q: Query{Skip: []string{"a"}}, want: true},
-		{name: "WEBHOOK_URL skipped, holding slots", env: true, held: map[string]int{"": 3}, q: Query{SkipEnv: true}, want: true},
-		{name: "WEBHOOK_URL skipped, holding none", env: true, q: Query{SkipEnv: true}},
-		{name: "no WEBHOOK_URL endpoint", held: map[string]int{"": 3}, q: Query{SkipEnv: true}},
+			q: webhook.Query{Skip: []string{"a"}}, want: true},
+		{name: "WEBHOOK_URL skipped, holding slots", env: true, held: map[string]int{"": 3}, q: webhook.Query{SkipEnv: true}, want: true},
+		{name: "WEBHOOK_URL skipped, holding none", env: true, q: webhook.Query{SkipEnv: true}},
+		{name: "no WEBHOOK_URL endpoint", held: map[string]int{"": 3}, q: webhook.Query{SkipEnv: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Dispatcher{cfg: Config{EnvEndpoint: tc.env, Now: func() time.Time { return now }},

@@ -7,13 +7,15 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // What a claim returns besides rows to deliver: rows the worker cannot
 // decode, unrouted events, fan-outs, reclaimed rows, and claim errors.
 func TestClaimAnswers(t *testing.T) {
 	t.Parallel()
-	reclaimed := func(id int64) Row { r := tableRow(id, 2); r.Reclaimed = true; return r }
+	reclaimed := func(id int64) webhook.Delivery { r := tableRow(id, 2); r.Reclaimed = true; return r }
 	for _, tc := range []struct {
 		name    string
 		steps   []claimStep
@@ -25,7 +27,7 @@ func TestClaimAnswers(t *testing.T) {
 	}{
 		{
 			name:  "broken rows dead-lettered: counted, their delivery ids logged",
-			steps: []claimStep{{batch: Batch{Broken: []string{"d-1", "d-2"}}}},
+			steps: []claimStep{{batch: webhook.Batch{Broken: []webhook.Broken{{ID: 1, DeliveryID: "d-1"}, {ID: 2, DeliveryID: "d-2"}}}}},
 			metrics: map[string]float64{
 				"fluxora_webhook_undecodable_rows_total": 2, "fluxora_webhook_claimed_batches_total": 0,
 			},
@@ -34,21 +36,21 @@ func TestClaimAnswers(t *testing.T) {
 		},
 		{
 			name:    "broken rows not dead-lettered (BrokenErr): counted, logged as an error",
-			steps:   []claimStep{{batch: Batch{Broken: []string{"d-3"}, BrokenErr: errors.New("conn lost")}}},
+			steps:   []claimStep{{batch: webhook.Batch{Broken: []webhook.Broken{{ID: 3, DeliveryID: "d-3"}}, BrokenErr: errors.New("conn lost")}}},
 			metrics: map[string]float64{"fluxora_webhook_undecodable_rows_total": 1},
 			level:   slog.LevelError, log: "could not be dead-lettered",
 			attrs: map[string]string{"rows": "1", "delivery_ids": "[d-3]", "error": "conn lost"},
 		},
 		{
 			name:    "broken rows beside good ones: the good ones delivered",
-			steps:   []claimStep{{batch: Batch{Rows: []Row{tableRow(1, 1)}, Taken: 1, Broken: []string{"d-9"}}}},
+			steps:   []claimStep{{batch: webhook.Batch{Rows: []webhook.Delivery{tableRow(1, 1)}, Taken: 1, Broken: []webhook.Broken{{ID: 9, DeliveryID: "d-9"}}}}},
 			metrics: map[string]float64{"fluxora_webhook_undecodable_rows_total": 1, "fluxora_webhook_claimed_rows_total": 1},
 			done:    []int64{1},
 			level:   slog.LevelWarn, log: "rows the worker cannot decode", attrs: map[string]string{"delivery_ids": "[d-9]"},
 		},
 		{
 			name:    "unrouted events: counted, each type logged once",
-			steps:   []claimStep{{batch: Batch{Unrouted: []string{"a.b", "c.d", "a.b"}, Taken: 3}}},
+			steps:   []claimStep{{batch: webhook.Batch{Unrouted: []string{"a.b", "c.d", "a.b"}, Taken: 3}}},
 			metrics: map[string]float64{"fluxora_webhook_events_unrouted_total": 3},
 			level:   slog.LevelWarn, log: "recorded as unrouted",
 			attrs: map[string]string{"events": "3", "event_types": "[a.b c.d]"},
@@ -56,7 +58,7 @@ func TestClaimAnswers(t *testing.T) {
 		{
 			name: "a fan-out: counted, the rows it made claimed",
 			steps: []claimStep{
-				{batch: Batch{FannedOut: 2, Deliveries: 3, Taken: 2, More: true}},
+				{batch: webhook.Batch{FannedOut: 2, Deliveries: 3, Taken: 2, More: true}},
 				{batch: rowsOf(tableRow(1, 1), tableRow(2, 1), tableRow(3, 1))},
 			},
 			metrics: map[string]float64{
@@ -126,7 +128,7 @@ func TestClaimAnswers(t *testing.T) {
 // leave out the endpoints with no room and give the others their room.
 func TestEndpointCap(t *testing.T) {
 	t.Parallel()
-	rowOf := func(id int64, ep string) Row {
+	rowOf := func(id int64, ep string) webhook.Delivery {
 		r := tableRow(id, 1)
 		r.EndpointID, r.EndpointName = ep, "name-"+ep
 		if ep == "" {
@@ -137,37 +139,37 @@ func TestEndpointCap(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		env    bool // EnvEndpoint
-		rows   []Row
+		rows   []webhook.Delivery
 		sent   []int64
 		capped []int64
 		label  string // the capped rows' endpoint label
-		first  Query
-		later  Query // every claim while the sends hang
+		first  webhook.Query
+		later  webhook.Query // every claim while the sends hang
 	}{
 		{
 			name:   "two table endpoints: the third row of a is given back, a skipped, b given its room",
-			rows:   []Row{rowOf(1, "a"), rowOf(2, "a"), rowOf(3, "a"), rowOf(4, "b")},
+			rows:   []webhook.Delivery{rowOf(1, "a"), rowOf(2, "a"), rowOf(3, "a"), rowOf(4, "b")},
 			sent:   []int64{1, 2, 4},
 			capped: []int64{3}, label: "name-a",
-			first: Query{Limit: 10, DefaultRoom: 2, SkipEnv: true},
-			later: Query{Limit: 7, Skip: []string{"a"}, Room: map[string]int{"b": 1}, DefaultRoom: 2, SkipEnv: true},
+			first: webhook.Query{Limit: 10, DefaultRoom: 2, SkipEnv: true},
+			later: webhook.Query{Limit: 7, Skip: []string{"a"}, Room: map[string]int{"b": 1}, DefaultRoom: 2, SkipEnv: true},
 		},
 		{
 			name:   "WEBHOOK_URL and one table endpoint: WEBHOOK_URL's third row given back, its rows skipped",
 			env:    true,
-			rows:   []Row{rowOf(1, ""), rowOf(2, ""), rowOf(3, ""), rowOf(4, "b")},
+			rows:   []webhook.Delivery{rowOf(1, ""), rowOf(2, ""), rowOf(3, ""), rowOf(4, "b")},
 			sent:   []int64{1, 2, 4},
 			capped: []int64{3}, label: DefaultEndpointName,
-			first: Query{Limit: 10, DefaultRoom: 2, EnvRoom: 2},
-			later: Query{Limit: 7, Room: map[string]int{"b": 1}, DefaultRoom: 2, SkipEnv: true},
+			first: webhook.Query{Limit: 10, DefaultRoom: 2, EnvRoom: 2},
+			later: webhook.Query{Limit: 7, Room: map[string]int{"b": 1}, DefaultRoom: 2, SkipEnv: true},
 		},
 		{
 			name:   "one endpoint alone starts at its limit too (it grows with its 2xx, TestAdaptiveLimit)",
-			rows:   []Row{rowOf(1, "a"), rowOf(2, "a"), rowOf(3, "a")},
+			rows:   []webhook.Delivery{rowOf(1, "a"), rowOf(2, "a"), rowOf(3, "a")},
 			sent:   []int64{1, 2},
 			capped: []int64{3}, label: "name-a",
-			first: Query{Limit: 10, DefaultRoom: 2, SkipEnv: true},
-			later: Query{Limit: 8, Skip: []string{"a"}, DefaultRoom: 2, SkipEnv: true},
+			first: webhook.Query{Limit: 10, DefaultRoom: 2, SkipEnv: true},
+			later: webhook.Query{Limit: 8, Skip: []string{"a"}, DefaultRoom: 2, SkipEnv: true},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,6 +178,10 @@ func TestEndpointCap(t *testing.T) {
 			st := &fakeStore{}
 			st.push(claimStep{batch: rowsOf(tc.rows...)})
 			h := run(t, st, snd, Config{Concurrency: 10, BatchSize: 10, EndpointConcurrency: 2, EnvEndpoint: tc.env, Now: time.Now})
+			// Every claim leases for LeaseDefault and says whether there is a
+			// WEBHOOK_URL endpoint.
+			tc.first.Lease, tc.first.Env = LeaseDefault, tc.env
+			tc.later.Lease, tc.later.Env = LeaseDefault, tc.env
 			if got := receive(t, started, len(tc.sent)); !slices.Equal(got, tc.sent) {
 				t.Fatalf("sent %v, want %v", got, tc.sent)
 			}
@@ -206,12 +212,12 @@ func TestEndpointCap(t *testing.T) {
 			}
 			got := st.outcomes(t)
 			for _, id := range tc.capped {
-				if got[id].Kind != Release || got[id].Health != NoAttempt {
+				if got[id].Kind != webhook.Release || got[id].Health != webhook.NoAttempt {
 					t.Errorf("capped row %d: %+v, want released, no attempt", id, got[id])
 				}
 			}
 			for _, id := range tc.sent {
-				if got[id].Kind != Done {
+				if got[id].Kind != webhook.Done {
 					t.Errorf("row %d: %+v, want done", id, got[id])
 				}
 			}
@@ -238,8 +244,8 @@ func TestEndpointCap(t *testing.T) {
 	}
 }
 
-func equalQuery(a, b Query) bool {
-	return a.Limit == b.Limit && a.SkipEnv == b.SkipEnv && slices.Equal(a.Skip, b.Skip) && a.DefaultRoom == b.DefaultRoom &&
+func equalQuery(a, b webhook.Query) bool {
+	return a.Limit == b.Limit && a.Lease == b.Lease && a.Env == b.Env && a.SkipEnv == b.SkipEnv && slices.Equal(a.Skip, b.Skip) && a.DefaultRoom == b.DefaultRoom &&
 		a.EnvRoom == b.EnvRoom && maps.Equal(a.Room, b.Room)
 }
 
@@ -248,8 +254,8 @@ func equalQuery(a, b Query) bool {
 // claim that leaves nothing, or finds nothing, brings BatchSize back.
 func TestClaimSize(t *testing.T) {
 	t.Parallel()
-	rows := func(from, to int64) []Row {
-		var out []Row
+	rows := func(from, to int64) []webhook.Delivery {
+		var out []webhook.Delivery
 		for id := from; id <= to; id++ {
 			out = append(out, tableRow(id, 1))
 		}
@@ -265,7 +271,7 @@ func TestClaimSize(t *testing.T) {
 			name: "full, then More, then less than asked and no More",
 			steps: []claimStep{
 				{batch: rowsOf(rows(1, 10)...)},
-				{batch: Batch{Rows: rows(11, 15), Taken: 5, More: true}},
+				{batch: webhook.Batch{Rows: rows(11, 15), Taken: 5, More: true}},
 				{batch: rowsOf(rows(16, 17)...)},
 			},
 			sent: 17, limits: []int{10, 90, 85, 10},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // Outcomes are written in batches, as River's completer does: the first
@@ -24,8 +26,8 @@ var flushRetryDelays = [...]time.Duration{50 * time.Millisecond, 200 * time.Mill
 
 // done is one finished row on its way to the database.
 type done struct {
-	row     Row
-	outcome Outcome
+	row     webhook.Delivery
+	outcome webhook.Outcome
 	label   string // the row's endpoint metric label
 	capped  bool   // released because its endpoint was at its cap
 }
@@ -90,7 +92,7 @@ func (c *completer) run(ctx context.Context) {
 // leavesLane reports whether d's outcome moves a keyed row out of its
 // lane (delivered or dead-lettered), letting the lane's next row go.
 func leavesLane(d done) bool {
-	return d.row.OrderingKey != "" && (d.outcome.Kind == Done || d.outcome.Kind == Dead)
+	return d.row.OrderingKey != "" && (d.outcome.Kind == webhook.Done || d.outcome.Kind == webhook.Dead)
 }
 
 // more adds to batch the outcomes already waiting, up to max.
@@ -119,7 +121,7 @@ func (c *completer) flush(ctx context.Context, batch []done) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 	}
-	outcomes := make([]Outcome, len(batch))
+	outcomes := make([]webhook.Outcome, len(batch))
 	for i, d := range batch {
 		outcomes[i] = d.outcome
 		if d.row.OrderingKey != "" { // its lane, locked in order by the write
@@ -162,10 +164,10 @@ func (c *completer) written(batch []done, written []bool) {
 			continue
 		}
 		c.m.recorded(d.label, d.outcome.Kind, now.Sub(d.row.CreatedAt))
-		if d.outcome.Kind == Release && !d.capped {
+		if d.outcome.Kind == webhook.Release && !d.capped {
 			released++
 		}
-		if k := d.outcome.Kind; (k == Retry || k == Defer) && (!hasNext || d.outcome.Delay < next) {
+		if k := d.outcome.Kind; (k == webhook.Retry || k == webhook.Defer) && (!hasNext || d.outcome.Delay < next) {
 			next, hasNext = d.outcome.Delay, true
 		}
 		if leavesLane(d) {

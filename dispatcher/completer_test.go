@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // What the completer does with the Store's answers: a fence that refuses an
@@ -20,7 +22,7 @@ func TestRecordAnswers(t *testing.T) {
 	connReset := errors.New("write outcomes: conn reset")
 	for _, tc := range []struct {
 		name   string
-		record func(call int, outcomes []Outcome) ([]bool, error)
+		record func(call int, outcomes []webhook.Outcome) ([]bool, error)
 		calls  int     // Record calls
 		lost   float64 // leases_lost_total
 		errs   float64 // commit_errors_total
@@ -29,14 +31,14 @@ func TestRecordAnswers(t *testing.T) {
 	}{
 		{
 			name: "all written",
-			record: func(_ int, o []Outcome) ([]bool, error) {
+			record: func(_ int, o []webhook.Outcome) ([]bool, error) {
 				return slices.Repeat([]bool{true}, len(o)), nil
 			},
 			calls: 1, done: []int64{1, 2},
 		},
 		{
 			name: "the fence refuses row 2: lease lost, its outcome not tried again",
-			record: func(_ int, o []Outcome) ([]bool, error) {
+			record: func(_ int, o []webhook.Outcome) ([]bool, error) {
 				written := make([]bool, len(o))
 				for i, x := range o {
 					written[i] = x.ID != 2
@@ -47,7 +49,7 @@ func TestRecordAnswers(t *testing.T) {
 		},
 		{
 			name: "a database error: counted, the same outcomes written on the next try, once",
-			record: func(call int, o []Outcome) ([]bool, error) {
+			record: func(call int, o []webhook.Outcome) ([]bool, error) {
 				if call == 0 {
 					return nil, connReset
 				}
@@ -137,7 +139,7 @@ func TestCompleterBatches(t *testing.T) {
 		st := &fakeStore{}
 		c, reg := newCompleter(st, 3)
 		for i := range 7 {
-			c.add(done{row: tableRow(int64(i), 1), outcome: Outcome{ID: int64(i), Kind: Done}, label: "orders"})
+			c.add(done{row: tableRow(int64(i), 1), outcome: webhook.Outcome{ID: int64(i), Kind: webhook.Done}, label: "orders"})
 		}
 		runCompleter(t, c, context.Background())
 		var sizes []int
@@ -155,10 +157,10 @@ func TestCompleterBatches(t *testing.T) {
 		t.Parallel()
 		st := &fakeStore{}
 		c, _ := newCompleter(st, 2)
-		for i, o := range []Outcome{
-			{Kind: Retry, Delay: 5 * time.Second}, {Kind: Defer, Delay: 2 * time.Second}, // first write
-			{Kind: Retry, Delay: 3 * time.Second}, {Kind: Done}, // second write, while the first is unread
-			{Kind: Dead}, // Dead and Done schedule nothing
+		for i, o := range []webhook.Outcome{
+			{Kind: webhook.Retry, Delay: 5 * time.Second}, {Kind: webhook.Defer, Delay: 2 * time.Second}, // first write
+			{Kind: webhook.Retry, Delay: 3 * time.Second}, {Kind: webhook.Done}, // second write, while the first is unread
+			{Kind: webhook.Dead}, // Dead and Done schedule nothing
 		} {
 			o.ID = int64(i)
 			c.add(done{row: tableRow(o.ID, 1), outcome: o, label: "orders"})
@@ -177,13 +179,13 @@ func TestCompleterBatches(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		st := &fakeStore{record: func(int, []Outcome) ([]bool, error) {
+		st := &fakeStore{record: func(int, []webhook.Outcome) ([]bool, error) {
 			cancel() // the shutdown timeout passes during the write
 			return nil, errors.New("conn refused")
 		}}
 		c, reg := newCompleter(st, 1)
 		c.m.inFlight.Add(1)
-		c.add(done{row: tableRow(1, 1), outcome: Outcome{ID: 1, Kind: Done}, label: "orders"})
+		c.add(done{row: tableRow(1, 1), outcome: webhook.Outcome{ID: 1, Kind: webhook.Done}, label: "orders"})
 		runCompleter(t, c, ctx)
 		if n := len(st.recordCalls()); n != 1 {
 			t.Errorf("%d Record calls, want 1 (no retry once the context ended)", n)
@@ -204,7 +206,7 @@ func TestCompleterBatches(t *testing.T) {
 		cancel()
 		st := &fakeStore{}
 		c, _ := newCompleter(st, 10)
-		c.add(done{row: tableRow(1, 1), outcome: Outcome{ID: 1, Kind: Release}, label: "orders"})
+		c.add(done{row: tableRow(1, 1), outcome: webhook.Outcome{ID: 1, Kind: webhook.Release}, label: "orders"})
 		runCompleter(t, c, ctx)
 		calls := st.recordCalls()
 		if len(calls) != 1 || calls[0].ctxErr != nil {

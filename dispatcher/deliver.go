@@ -6,17 +6,19 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // deliver makes one attempt at a row (unless a gate defers it, or the
 // worker is stopping and has not started it) and decides what becomes of
 // it. stop ends at SIGTERM; work bounds the attempt and outlives stop by
 // the shutdown timeout.
-func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
+func (d *Dispatcher) deliver(stop, work context.Context, r webhook.Delivery) webhook.Outcome {
 	if r.EndpointID != "" && !r.Enabled {
 		// Disabled after the row was made: dead-lettered with the reason,
 		// so that enabling the endpoint and replaying recovers it.
-		return Outcome{ID: r.ID, Token: r.Token, Kind: Dead, Attempt: r.Attempt - 1,
+		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Dead, Attempt: r.Attempt - 1,
 			Error: fmt.Sprintf("endpoint %s disabled: %s", r.EndpointName, r.DisabledReason)}
 	}
 	dec, ok := d.check(stop, r)
@@ -24,7 +26,7 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 		return release(r)
 	}
 	if !dec.Allow {
-		return Outcome{ID: r.ID, Token: r.Token, Kind: Defer, Attempt: r.Attempt, Delay: deferDelay(dec.DeferFor, d.cfg.DeferMax)}
+		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Defer, Attempt: r.Attempt, Delay: deferDelay(dec.DeferFor, d.cfg.DeferMax)}
 	}
 	started := d.cfg.Now()
 	res := d.sender.Send(work, r)
@@ -33,18 +35,18 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 		// and the next worker takes the row at once.
 		return release(r)
 	}
-	if res.Class == NotAttempted {
+	if res.Class == webhook.NotAttempted {
 		// Nothing was sent: the row itself moves later, as a gate's
 		// deferral moves it (no attempt spent, nothing said of the
 		// consumer to the breaker), until the worker can send it.
 		d.log.Debug("dispatcher: not attempted; deferred", "delivery_id", r.DeliveryID, "endpoint", d.label(r), "error", res.Error)
-		return Outcome{ID: r.ID, Token: r.Token, Kind: Defer, Attempt: r.Attempt, Delay: notAttemptedDelay(res.RetryAfter, d.cfg.BackoffMax)}
+		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Defer, Attempt: r.Attempt, Delay: notAttemptedDelay(res.RetryAfter, d.cfg.BackoffMax)}
 	}
 	d.gate.Record(work, r, res.Class, dec.Probe)
 	d.m.attempt(d.label(r), res)
 	o := d.decide(r, res)
 	o.Started, o.Took, o.AttemptError = started, res.Duration, res.Error
-	if res.Class != Delivered {
+	if res.Class != webhook.Delivered {
 		o.AttemptClass = res.Class.String()
 	}
 	d.logAttempt(r, res, o)
@@ -56,7 +58,7 @@ func (d *Dispatcher) deliver(stop, work context.Context, r Row) Outcome {
 
 // gone disables an endpoint that answered 410 Gone: its pending deliveries
 // move to the dead-letter table, to be replayed once it is enabled again.
-func (d *Dispatcher) gone(ctx context.Context, r Row) {
+func (d *Dispatcher) gone(ctx context.Context, r webhook.Delivery) {
 	if d.off == nil {
 		return
 	}
@@ -70,7 +72,7 @@ func (d *Dispatcher) gone(ctx context.Context, r Row) {
 }
 
 // label is the endpoint metric label of r.
-func (d *Dispatcher) label(r Row) string {
+func (d *Dispatcher) label(r webhook.Delivery) string {
 	if r.EndpointID == "" {
 		return DefaultEndpointName
 	}
@@ -81,7 +83,7 @@ func (d *Dispatcher) label(r Row) string {
 // stopping, before or during the check: the row is then released, not
 // attempted. A check stuck on a frozen Redis is not waited for (its call
 // ends by the gate's own timeout, or when the client is closed).
-func (d *Dispatcher) check(stop context.Context, r Row) (dec Decision, ok bool) {
+func (d *Dispatcher) check(stop context.Context, r webhook.Delivery) (dec Decision, ok bool) {
 	if stop.Err() != nil {
 		return dec, false
 	}
@@ -94,7 +96,7 @@ func (d *Dispatcher) check(stop context.Context, r Row) (dec Decision, ok bool) 
 // checkGate is check's call of a real gate, on a goroutine of its own; a
 // function apart, so that a row checked by no gate is not copied to the
 // heap for it (a row a delivery).
-func (d *Dispatcher) checkGate(stop context.Context, r Row) (dec Decision, ok bool) {
+func (d *Dispatcher) checkGate(stop context.Context, r webhook.Delivery) (dec Decision, ok bool) {
 	verdict := make(chan Decision, 1)
 	go func() { verdict <- d.gate.Check(stop, r) }()
 	select {
@@ -129,38 +131,40 @@ func notAttemptedDelay(asked, ceiling time.Duration) time.Duration {
 	return deferDelay(asked, ceiling)
 }
 
-func release(r Row) Outcome { return Outcome{ID: r.ID, Token: r.Token, Kind: Release} }
+func release(r webhook.Delivery) webhook.Outcome {
+	return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Release}
+}
 
-func (d *Dispatcher) decide(r Row, res Result) Outcome {
-	o := Outcome{ID: r.ID, Token: r.Token, Health: Failing, Status: res.Status, Error: res.Error}
+func (d *Dispatcher) decide(r webhook.Delivery, res webhook.Result) webhook.Outcome {
+	o := webhook.Outcome{ID: r.ID, Token: r.Token, Health: webhook.Failing, Status: res.Status, Error: res.Error}
 	switch {
-	case res.Class == Delivered:
-		o.Kind, o.Health = Done, Healthy
-	case res.Class == Permanent:
-		o.Kind, o.Attempt, o.Status, o.Error = Dead, r.Attempt, res.Status, res.Error
+	case res.Class == webhook.Delivered:
+		o.Kind, o.Health = webhook.Done, webhook.Healthy
+	case res.Class == webhook.Permanent:
+		o.Kind, o.Attempt, o.Status, o.Error = webhook.Dead, r.Attempt, res.Status, res.Error
 	case r.Attempt >= d.cfg.MaxAttempts:
-		o.Kind, o.Attempt, o.Status = Dead, r.Attempt, res.Status
+		o.Kind, o.Attempt, o.Status = webhook.Dead, r.Attempt, res.Status
 		o.Error = fmt.Sprintf("gave up after %d attempts: %s", r.Attempt, res.Error)
 	default:
-		o.Kind, o.Attempt = Retry, r.Attempt+1
+		o.Kind, o.Attempt = webhook.Retry, r.Attempt+1
 		o.Delay = backoff(r.Attempt, d.cfg.BackoffBase, d.cfg.BackoffMax, res.RetryAfter, d.cfg.Rand())
 	}
 	return o
 }
 
-func (d *Dispatcher) logAttempt(r Row, res Result, o Outcome) {
-	if o.Kind == Done && !d.log.Enabled(context.Background(), slog.LevelDebug) {
+func (d *Dispatcher) logAttempt(r webhook.Delivery, res webhook.Result, o webhook.Outcome) {
+	if o.Kind == webhook.Done && !d.log.Enabled(context.Background(), slog.LevelDebug) {
 		return // a drain's every delivery: no attributes built for nothing
 	}
 	attrs := []any{"delivery_id", r.DeliveryID, "event", r.EventType, "endpoint", d.label(r), "attempt", r.Attempt,
 		"status", res.Status, "duration_ms", res.Duration.Milliseconds()}
 	switch o.Kind {
-	case Done:
+	case webhook.Done:
 		d.log.Debug("dispatcher: delivered", attrs...)
-	case Retry:
+	case webhook.Retry:
 		d.log.Warn("dispatcher: attempt failed; retry scheduled",
 			append(attrs, "error", res.Error, "retry_in", o.Delay.String())...)
-	case Dead:
+	case webhook.Dead:
 		d.log.Error("dispatcher: dead-lettered", append(attrs, "error", o.Error)...)
 	}
 }

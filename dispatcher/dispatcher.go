@@ -10,7 +10,7 @@
 // across one.
 //
 // The package knows neither SQL nor HTTP nor Redis: cmd/worker hands it a
-// Store (the claimer), a Sender, a Gate and a Hush through the small
+// Store (package outbox's), a Sender, a Gate and a Hush through the small
 // interfaces declared here.
 package dispatcher
 
@@ -18,16 +18,20 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // Defaults of Config.
 const (
 	BatchSizeDefault     = 10
+	LeaseDefault         = 30 * time.Second
 	ConcurrencyDefault   = 100
 	MaxAttemptsDefault   = 16
 	PollIntervalDefault  = 10 * time.Second
@@ -60,9 +64,12 @@ type Config struct {
 	// Disabler disables an endpoint that answered 410 Gone. Nil: such an
 	// endpoint's deliveries are only dead-lettered.
 	Disabler Disabler
-	// EnvEndpoint says there is a WEBHOOK_URL endpoint. Without one its
-	// deliveries (left by another worker, or replayed) stay pending for a
-	// worker that has one.
+	// EnvEndpoint says there is a WEBHOOK_URL endpoint (each claim's
+	// Query.Env): an event's own row is then that endpoint's delivery.
+	// Without one an event is only fanned out to the endpoints of
+	// webhook_endpoints, and the WEBHOOK_URL endpoint's deliveries (left
+	// by another worker, or replayed) stay pending for a worker that has
+	// one.
 	EnvEndpoint bool
 	// Wake receives a value when rows may be due (the listener). Required.
 	Wake <-chan struct{}
@@ -74,8 +81,15 @@ type Config struct {
 	// BatchSize is the most rows of a claim after a quiet moment (the
 	// first claim, or one after a claim that left nothing): while claims
 	// leave rows behind (full, or More), the next takes up to every free
-	// slot instead. Defaults to 10.
+	// slot instead. Defaults to BatchSizeDefault (10); negative is an
+	// error.
 	BatchSize int
+	// Lease is how long, by the database clock, a claim holds its rows
+	// (each claim's Query.Lease): longer than the worst case from the
+	// claim to the recorded outcome (the request timeout plus the gates
+	// plus a margin). Defaults to LeaseDefault (30s); below 1ms is an
+	// error.
+	Lease time.Duration
 	// Concurrency is the number of delivery slots: rows held at once.
 	// Defaults to 100.
 	Concurrency int
@@ -159,7 +173,7 @@ type Dispatcher struct {
 	busy     bool      // last state asked of the hush
 }
 
-// New returns a Dispatcher or an error naming the missing field.
+// New returns a Dispatcher or an error naming the missing or bad field.
 func New(cfg Config) (*Dispatcher, error) {
 	switch {
 	case cfg.Store == nil:
@@ -172,8 +186,13 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, errors.New("dispatcher: Registerer is required")
 	case cfg.Rand == nil:
 		return nil, errors.New("dispatcher: Rand is required")
+	case cfg.BatchSize < 0:
+		return nil, fmt.Errorf("dispatcher: BatchSize must be positive, got %d", cfg.BatchSize)
+	case cfg.Lease < 0 || (cfg.Lease > 0 && cfg.Lease < time.Millisecond):
+		return nil, fmt.Errorf("dispatcher: Lease must be at least 1ms, got %s", cfg.Lease)
 	}
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.Lease = cmp.Or(cfg.Lease, LeaseDefault)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, ConcurrencyDefault)
 	cfg.EndpointConcurrency = cmp.Or(cfg.EndpointConcurrency, EndpointConcurrencyDefault(cfg.Concurrency))
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, MaxAttemptsDefault)
@@ -282,7 +301,7 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 
 // start runs one row on a slot of its own; a row over its endpoint's cap
 // is only given back.
-func (d *Dispatcher) start(ctx, work context.Context, r Row, overCap bool) {
+func (d *Dispatcher) start(ctx, work context.Context, r webhook.Delivery, overCap bool) {
 	d.inflight++
 	d.held[r.EndpointID]++
 	s := slotDone{endpoint: r.EndpointID, label: d.label(r), started: d.cfg.Now()}
@@ -291,7 +310,7 @@ func (d *Dispatcher) start(ctx, work context.Context, r Row, overCap bool) {
 }
 
 // slot is the goroutine of one row's slot (start).
-func (d *Dispatcher) slot(ctx, work context.Context, r Row, s slotDone, overCap bool) {
+func (d *Dispatcher) slot(ctx, work context.Context, r webhook.Delivery, s slotDone, overCap bool) {
 	defer d.wg.Done()
 	o := release(r)
 	if overCap {
@@ -299,7 +318,7 @@ func (d *Dispatcher) slot(ctx, work context.Context, r Row, s slotDone, overCap 
 	} else {
 		o = d.deliver(ctx, work, r)
 		s.signal = signalOf(o)
-		if o.Kind == Defer {
+		if o.Kind == webhook.Defer {
 			s.parkFor = o.Delay
 		}
 	}

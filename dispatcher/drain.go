@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // recheckDelays is when the dispatcher looks again after a claim found rows:
@@ -102,7 +104,7 @@ func (d *Dispatcher) cooldownLeft() time.Duration {
 // slots stayed free, would be claimed for only at the rechecks
 // (recheckDelays after the last rows) and the sweep, and drain well below
 // its cap's rate.
-func (d *Dispatcher) cappedBy(q Query) bool {
+func (d *Dispatcher) cappedBy(q webhook.Query) bool {
 	now := d.cfg.Now()
 	holds := func(id string) bool { return d.held[id] > 0 && !d.parkedAt(id, now) }
 	if q.SkipEnv && d.cfg.EnvEndpoint && holds("") {
@@ -137,18 +139,22 @@ func (d *Dispatcher) collectFreed() {
 }
 
 // fannedOut counts what a claim fanned out.
-func (d *Dispatcher) fannedOut(b Batch) {
+func (d *Dispatcher) fannedOut(b webhook.Batch) {
 	if b.FannedOut > 0 {
 		d.m.fannedOut.Add(float64(b.FannedOut))
 	}
 	if len(b.Broken) > 0 {
 		d.m.undecodable.Add(float64(len(b.Broken)))
+		ids := make([]string, len(b.Broken))
+		for i, r := range b.Broken {
+			ids[i] = r.DeliveryID
+		}
 		if b.BrokenErr != nil {
 			d.log.Error("dispatcher: rows the worker cannot decode could not be dead-lettered; they stay leased until their lease ends",
-				"rows", len(b.Broken), "delivery_ids", b.Broken, "error", b.BrokenErr)
+				"rows", len(b.Broken), "delivery_ids", ids, "error", b.BrokenErr)
 		} else {
 			d.log.Warn("dispatcher: rows the worker cannot decode moved to the dead letter (their reason is in last_error)",
-				"rows", len(b.Broken), "delivery_ids", b.Broken)
+				"rows", len(b.Broken), "delivery_ids", ids)
 		}
 	}
 	if len(b.Unrouted) > 0 {
@@ -174,7 +180,7 @@ func uniq(s []string) []string {
 // cap within this batch (the claim keeps to each endpoint's room, so only
 // when another worker's rows or a race made it so) is given back at once,
 // unattempted.
-func (d *Dispatcher) claimed(ctx, work context.Context, rows []Row) {
+func (d *Dispatcher) claimed(ctx, work context.Context, rows []webhook.Delivery) {
 	if len(rows) == 0 {
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // In-memory fakes of the interfaces the dispatcher declares (types.go),
@@ -39,13 +41,13 @@ func fixedNow() time.Time { return t0 }
 // claimStep is one scripted answer of fakeStore.Claim; hook, when set, runs
 // inside the call, before it returns.
 type claimStep struct {
-	batch Batch
+	batch webhook.Batch
 	err   error
 	hook  func()
 }
 
 type recordCall struct {
-	outcomes []Outcome
+	outcomes []webhook.Outcome
 	ctxErr   error // of the context Record was called with, at the call
 }
 
@@ -54,12 +56,12 @@ type recordCall struct {
 type fakeStore struct {
 	mu      sync.Mutex
 	steps   []claimStep
-	queries []Query
+	queries []webhook.Query
 	calls   []recordCall
-	written []Outcome
+	written []webhook.Outcome
 	// record, when set, decides a Record call (call counts from 0); nil
 	// writes every outcome.
-	record       func(call int, outcomes []Outcome) ([]bool, error)
+	record       func(call int, outcomes []webhook.Outcome) ([]bool, error)
 	nextDue      func() (time.Duration, bool, error)
 	nextDueCalls int
 }
@@ -70,7 +72,7 @@ func (s *fakeStore) push(steps ...claimStep) {
 	s.steps = append(s.steps, steps...)
 }
 
-func (s *fakeStore) Claim(_ context.Context, q Query) (Batch, error) {
+func (s *fakeStore) Claim(_ context.Context, q webhook.Query) (webhook.Batch, error) {
 	s.mu.Lock()
 	q.Skip = slices.Clone(q.Skip)
 	slices.Sort(q.Skip)
@@ -86,7 +88,7 @@ func (s *fakeStore) Claim(_ context.Context, q Query) (Batch, error) {
 	return step.batch, step.err
 }
 
-func (s *fakeStore) Record(ctx context.Context, outcomes []Outcome) ([]bool, error) {
+func (s *fakeStore) Record(ctx context.Context, outcomes []webhook.Outcome) ([]bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	call := len(s.calls)
@@ -121,11 +123,11 @@ func (s *fakeStore) NextDue(context.Context) (time.Duration, bool, error) {
 
 // outcomes returns the written outcomes by row id; a row written twice
 // fails the test.
-func (s *fakeStore) outcomes(t *testing.T) map[int64]Outcome {
+func (s *fakeStore) outcomes(t *testing.T) map[int64]webhook.Outcome {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := map[int64]Outcome{}
+	m := map[int64]webhook.Outcome{}
 	for _, o := range s.written {
 		if _, dup := m[o.ID]; dup {
 			t.Errorf("row %d: outcome written twice", o.ID)
@@ -139,7 +141,7 @@ func (s *fakeStore) has(ids ...int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if !slices.ContainsFunc(s.written, func(o Outcome) bool { return o.ID == id }) {
+		if !slices.ContainsFunc(s.written, func(o webhook.Outcome) bool { return o.ID == id }) {
 			return false
 		}
 	}
@@ -152,7 +154,7 @@ func (s *fakeStore) recordCalls() []recordCall {
 	return slices.Clone(s.calls)
 }
 
-func (s *fakeStore) claimQueries() []Query {
+func (s *fakeStore) claimQueries() []webhook.Query {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.queries)
@@ -175,15 +177,15 @@ func (s *fakeStore) dueCalls() int {
 type fakeSender struct {
 	mu   sync.Mutex
 	sent []int64
-	fn   func(ctx context.Context, r Row) Result
+	fn   func(ctx context.Context, r webhook.Delivery) webhook.Result
 }
 
-func (s *fakeSender) Send(ctx context.Context, r Row) Result {
+func (s *fakeSender) Send(ctx context.Context, r webhook.Delivery) webhook.Result {
 	s.mu.Lock()
 	s.sent = append(s.sent, r.ID)
 	s.mu.Unlock()
 	if s.fn == nil {
-		return Result{Class: Delivered, Status: 200}
+		return webhook.Result{Class: webhook.Delivered, Status: 200}
 	}
 	return s.fn(ctx, r)
 }
@@ -200,13 +202,13 @@ func (s *fakeSender) sentIDs() []int64 {
 // release is closed (delivered 200) or their context ends (retryable).
 func blocking() (s *fakeSender, started chan int64, release chan struct{}) {
 	started, release = make(chan int64, 100), make(chan struct{})
-	s = &fakeSender{fn: func(ctx context.Context, r Row) Result {
+	s = &fakeSender{fn: func(ctx context.Context, r webhook.Delivery) webhook.Result {
 		started <- r.ID
 		select {
 		case <-release:
-			return Result{Class: Delivered, Status: 200}
+			return webhook.Result{Class: webhook.Delivered, Status: 200}
 		case <-ctx.Done():
-			return Result{Class: Retryable, Error: ctx.Err().Error()}
+			return webhook.Result{Class: webhook.Retryable, Error: ctx.Err().Error()}
 		}
 	}}
 	return s, started, release
@@ -231,26 +233,26 @@ func receive(t *testing.T, ch <-chan int64, n int) []int64 {
 
 type gateRecord struct {
 	id    int64
-	class Class
+	class webhook.Class
 	probe bool
 }
 
 // fakeGate decides with decide and keeps what it was asked and told.
 type fakeGate struct {
-	decide   func(ctx context.Context, r Row) Decision
+	decide   func(ctx context.Context, r webhook.Delivery) Decision
 	mu       sync.Mutex
 	checked  []int64
 	recorded []gateRecord
 }
 
-func (g *fakeGate) Check(ctx context.Context, r Row) Decision {
+func (g *fakeGate) Check(ctx context.Context, r webhook.Delivery) Decision {
 	g.mu.Lock()
 	g.checked = append(g.checked, r.ID)
 	g.mu.Unlock()
 	return g.decide(ctx, r)
 }
 
-func (g *fakeGate) Record(_ context.Context, r Row, c Class, probe bool) {
+func (g *fakeGate) Record(_ context.Context, r webhook.Delivery, c webhook.Class, probe bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.recorded = append(g.recorded, gateRecord{r.ID, c, probe})

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fluxora/webhook-worker/internal/waitfor"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // harness is a Dispatcher running on fakes.
@@ -147,8 +148,8 @@ func hasLabels(m *dto.Metric, pairs []string) bool {
 }
 
 // tableRow is a row of the table endpoint "orders" (ep-1), attempt n.
-func tableRow(id int64, n int) Row {
-	return Row{
+func tableRow(id int64, n int) webhook.Delivery {
+	return webhook.Delivery{
 		ID: id, Token: [16]byte{byte(id), 0xfe}, DeliveryID: fmt.Sprintf("d-%d", id), EventType: "order.paid",
 		Payload: []byte(`{"card":"payload-secret-4242"}`), Attempt: n, CreatedAt: t0.Add(-2 * time.Second),
 		EndpointID: "ep-1", EndpointName: "orders", URL: "http://127.0.0.1:1/hook", Secret: "whsec-do-not-log", Enabled: true,
@@ -156,13 +157,13 @@ func tableRow(id int64, n int) Row {
 }
 
 // envRow is a row of the WEBHOOK_URL endpoint.
-func envRow(id int64, n int) Row {
+func envRow(id int64, n int) webhook.Delivery {
 	r := tableRow(id, n)
 	r.EndpointID, r.EndpointName, r.Secret = "", "", ""
 	return r
 }
 
 // rowsOf is a batch of rows as a claim returns them.
-func rowsOf(rows ...Row) Batch {
-	return Batch{Rows: rows, Taken: len(rows)}
+func rowsOf(rows ...webhook.Delivery) webhook.Batch {
+	return webhook.Batch{Rows: rows, Taken: len(rows)}
 }

@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // activeFor is how long an endpoint whose rows were claimed counts as
@@ -32,11 +34,11 @@ const (
 // signalOf reads an outcome: a healthy attempt grows the endpoint's limit,
 // a retryable failure shrinks it; a permanent one (a 4xx) says nothing of
 // its load.
-func signalOf(o Outcome) signal {
+func signalOf(o webhook.Outcome) signal {
 	switch {
-	case o.Health == Healthy:
+	case o.Health == webhook.Healthy:
 		return answered
-	case o.Health == Failing && o.AttemptClass == Retryable.String():
+	case o.Health == webhook.Failing && o.AttemptClass == webhook.Retryable.String():
 		return overload
 	}
 	return noSignal
@@ -130,12 +132,12 @@ func (d *Dispatcher) parkedAt(id string, now time.Time) bool {
 	return ok && now.Before(until)
 }
 
-// query is the next claim: at most limit rows; of each endpoint at most its
-// room (capOf less what it holds); none of the endpoints with no room or
-// parked (their rows are not read).
-func (d *Dispatcher) query(limit int) Query {
+// query is the next claim: at most limit rows, leased for Lease; of each
+// endpoint at most its room (capOf less what it holds); none of the
+// endpoints with no room or parked (their rows are not read).
+func (d *Dispatcher) query(limit int) webhook.Query {
 	now := d.cfg.Now()
-	q := Query{Limit: limit, Room: map[string]int{}, SkipEnv: !d.cfg.EnvEndpoint}
+	q := webhook.Query{Limit: limit, Lease: d.cfg.Lease, Env: d.cfg.EnvEndpoint, Room: map[string]int{}, SkipEnv: !d.cfg.EnvEndpoint}
 	active := d.activeCount()
 	room := func(id string) int {
 		if d.parkedAt(id, now) {

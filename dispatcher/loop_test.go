@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 func TestNewConfig(t *testing.T) {
@@ -35,6 +37,26 @@ func TestNewConfig(t *testing.T) {
 			t.Errorf("New without %s: %v, want an error naming it", tc.field, err)
 		}
 	}
+	// A batch size that is not negative, a lease of at least 1ms.
+	for _, tc := range []struct {
+		field string
+		bad   func(*Config)
+	}{
+		{"BatchSize", func(c *Config) { c.BatchSize = -1 }},
+		{"Lease", func(c *Config) { c.Lease = time.Microsecond }},
+		{"Lease", func(c *Config) { c.Lease = -time.Second }},
+	} {
+		cfg := full()
+		tc.bad(&cfg)
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("New with a bad %s: %v, want an error naming it", tc.field, err)
+		}
+	}
+	cfg := full()
+	cfg.Lease, cfg.EnvEndpoint = time.Minute, true
+	if d, err := New(cfg); err != nil || d.query(1).Lease != time.Minute || !d.query(1).Env {
+		t.Errorf("a claim of Lease 1m with a WEBHOOK_URL endpoint: %v", err)
+	}
 	d, err := New(full())
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +67,7 @@ func TestNewConfig(t *testing.T) {
 		got, want any
 	}{
 		{"BatchSize", c.BatchSize, BatchSizeDefault},
+		{"Lease", c.Lease, LeaseDefault},
 		{"Concurrency", c.Concurrency, ConcurrencyDefault},
 		{"EndpointConcurrency", c.EndpointConcurrency, 25},
 		{"MaxAttempts", c.MaxAttempts, MaxAttemptsDefault},
@@ -93,7 +116,7 @@ func TestLoopWakes(t *testing.T) {
 			name: "a deferral written: its due time wakes the loop",
 			cfg: func(c *Config) {
 				quiet(c)
-				c.Gate = &fakeGate{decide: func(context.Context, Row) Decision { return Decision{DeferFor: time.Millisecond} }}
+				c.Gate = &fakeGate{decide: func(context.Context, webhook.Delivery) Decision { return Decision{DeferFor: time.Millisecond} }}
 			},
 			steps: []claimStep{{batch: rowsOf(tableRow(1, 1))}},
 			until: func(_ *harness, st *fakeStore) bool { return st.has(1) && st.dueCalls() >= 2 },
@@ -173,7 +196,7 @@ func TestLoopWakes(t *testing.T) {
 // and asked for help when the worker is busy and out of slots.
 func TestHush(t *testing.T) {
 	t.Parallel()
-	fanOut := claimStep{batch: Batch{FannedOut: 1, Deliveries: 2, Taken: 1, More: true}}
+	fanOut := claimStep{batch: webhook.Batch{FannedOut: 1, Deliveries: 2, Taken: 1, More: true}}
 	// A clock an hour on at every reading: no two claims are ever within
 	// busyGap, so only claims within one drain make the worker busy, and no
 	// claim waits for ClaimCooldown.
@@ -240,7 +263,7 @@ func TestHush(t *testing.T) {
 // failure is logged; without one only the row is dead-lettered.
 func TestGone(t *testing.T) {
 	t.Parallel()
-	gone := Result{Class: Permanent, Status: 410, Error: "410 Gone"}
+	gone := webhook.Result{Class: webhook.Permanent, Status: 410, Error: "410 Gone"}
 	for _, tc := range []struct {
 		name string
 		off  *fakeDisabler
@@ -258,10 +281,10 @@ func TestGone(t *testing.T) {
 			if tc.off != nil {
 				cfg.Disabler = tc.off
 			}
-			h := run(t, st, &fakeSender{fn: func(context.Context, Row) Result { return gone }}, cfg)
+			h := run(t, st, &fakeSender{fn: func(context.Context, webhook.Delivery) webhook.Result { return gone }}, cfg)
 			waitUntil(t, "row recorded", func() bool { return st.has(1) })
 			h.stop(t)
-			if o := st.outcomes(t)[1]; o.Kind != Dead || o.Status != 410 {
+			if o := st.outcomes(t)[1]; o.Kind != webhook.Dead || o.Status != 410 {
 				t.Errorf("outcome %+v, want dead with 410", o)
 			}
 			if tc.log != "" && len(h.logs.find(tc.log)) != 1 {

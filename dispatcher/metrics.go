@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // metrics are the dispatcher's; the listener and the gates register their
@@ -45,7 +47,7 @@ func newMetrics(reg prometheus.Registerer, env bool) *metrics {
 		for _, o := range []string{"delivered", "retried", "dead_lettered", "deferred"} {
 			m.deliveries.WithLabelValues(o, DefaultEndpointName)
 		}
-		for _, c := range []Class{Delivered, Retryable, Permanent} {
+		for _, c := range []webhook.Class{webhook.Delivered, webhook.Retryable, webhook.Permanent} {
 			m.attempts.WithLabelValues(c.String(), DefaultEndpointName)
 		}
 		m.lag.WithLabelValues(DefaultEndpointName)
@@ -127,26 +129,26 @@ func buildMetrics(f promauto.Factory) *metrics {
 	}
 }
 
-func (m *metrics) attempt(endpoint string, r Result) {
+func (m *metrics) attempt(endpoint string, r webhook.Result) {
 	m.attempts.WithLabelValues(r.Class.String(), endpoint).Observe(r.Duration.Seconds())
 }
 
 // recorded counts a written outcome; lag is now minus the row's created_at.
-func (m *metrics) recorded(endpoint string, k Kind, lag time.Duration) {
+func (m *metrics) recorded(endpoint string, k webhook.Kind, lag time.Duration) {
 	switch k {
-	case Done:
+	case webhook.Done:
 		m.deliveries.WithLabelValues("delivered", endpoint).Inc()
 		m.lag.WithLabelValues(endpoint).Observe(lag.Seconds())
-	case Retry:
+	case webhook.Retry:
 		m.deliveries.WithLabelValues("retried", endpoint).Inc()
 		m.retries.Inc()
-	case Dead:
+	case webhook.Dead:
 		m.deliveries.WithLabelValues("dead_lettered", endpoint).Inc()
 		m.deadLetters.Inc()
-	case Defer:
+	case webhook.Defer:
 		m.deliveries.WithLabelValues("deferred", endpoint).Inc()
 		m.deferrals.Inc()
-	case Release:
+	case webhook.Release:
 		m.released.Inc()
 	}
 }

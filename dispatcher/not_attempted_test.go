@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // A row the sender did not attempt (NotAttempted: its endpoint's secret
@@ -27,24 +29,24 @@ func TestNotAttemptedIsDeferredNeverDead(t *testing.T) {
 			st := &fakeStore{}
 			row := tableRow(7, 5) // the last attempt MaxAttempts allows
 			st.push(claimStep{batch: rowsOf(row)})
-			snd := &fakeSender{fn: func(context.Context, Row) Result {
-				return Result{Class: NotAttempted, Error: "endpoint orders: its secret cannot be opened", RetryAfter: tc.retryAfter}
+			snd := &fakeSender{fn: func(context.Context, webhook.Delivery) webhook.Result {
+				return webhook.Result{Class: webhook.NotAttempted, Error: "endpoint orders: its secret cannot be opened", RetryAfter: tc.retryAfter}
 			}}
-			gate := &fakeGate{decide: func(context.Context, Row) Decision { return Decision{Allow: true, Probe: true} }}
+			gate := &fakeGate{decide: func(context.Context, webhook.Delivery) Decision { return Decision{Allow: true, Probe: true} }}
 			h := run(t, st, snd, Config{MaxAttempts: 5, BackoffBase: time.Second, BackoffMax: tc.backoffMax, DeferMax: time.Second,
 				Gate: gate})
 			waitUntil(t, "the row's outcome recorded", func() bool { return st.has(7) })
 			h.stop(t)
 
 			got := st.outcomes(t)[7]
-			want := Outcome{ID: row.ID, Token: row.Token, Kind: Defer, Attempt: 5, Delay: tc.want}
+			want := webhook.Outcome{ID: row.ID, Token: row.Token, Kind: webhook.Defer, Attempt: 5, Delay: tc.want}
 			if got != want {
 				t.Errorf("outcome\n got %+v\nwant %+v", got, want)
 			}
 			if _, recorded := gate.seen(); len(recorded) != 0 {
 				t.Errorf("the gate was told %v of an attempt never made", recorded)
 			}
-			checkOutcomeMetrics(t, h, "deferred", "orders", false, NotAttempted)
+			checkOutcomeMetrics(t, h, "deferred", "orders", false, webhook.NotAttempted)
 		})
 	}
 }

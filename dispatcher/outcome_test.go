@@ -4,32 +4,34 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // One claimed row, one attempt (or none): the outcome the Store is given,
 // what the Sender, Gate and Disabler saw, and the metrics.
 func TestOutcomeOfOneRow(t *testing.T) {
 	t.Parallel()
-	unavailable := Result{Class: Retryable, Status: 503, Error: "503 Service Unavailable", Duration: 10 * time.Millisecond}
-	retryAfter := func(d time.Duration) Result {
-		return Result{Class: Retryable, Status: 429, Error: "429 Too Many Requests", RetryAfter: d, Duration: time.Millisecond}
+	unavailable := webhook.Result{Class: webhook.Retryable, Status: 503, Error: "503 Service Unavailable", Duration: 10 * time.Millisecond}
+	retryAfter := func(d time.Duration) webhook.Result {
+		return webhook.Result{Class: webhook.Retryable, Status: 429, Error: "429 Too Many Requests", RetryAfter: d, Duration: time.Millisecond}
 	}
-	gone := Result{Class: Permanent, Status: 410, Error: "410 Gone", Duration: 2 * time.Millisecond}
-	failed := func(o Outcome, r Result) Outcome {
+	gone := webhook.Result{Class: webhook.Permanent, Status: 410, Error: "410 Gone", Duration: 2 * time.Millisecond}
+	failed := func(o webhook.Outcome, r webhook.Result) webhook.Outcome {
 		if o.Error == "" {
 			o.Error = r.Error
 		}
-		o.Status, o.Health, o.Started, o.Took = r.Status, Failing, t0, r.Duration
+		o.Status, o.Health, o.Started, o.Took = r.Status, webhook.Failing, t0, r.Duration
 		o.AttemptClass, o.AttemptError = r.Class.String(), r.Error
 		return o
 	}
 	for _, tc := range []struct {
 		name    string
-		row     Row
+		row     webhook.Delivery
 		cfg     func(*Config) // on MaxAttempts 5, BackoffBase 1s, BackoffMax 1h, DeferMax 1m, Rand 0.5
 		gate    *Decision     // nil: no Gate
-		res     Result
-		want    Outcome // ID and Token are the row's
+		res     webhook.Result
+		want    webhook.Outcome // ID and Token are the row's
 		delayIn [2]time.Duration
 		sent    bool
 		disable bool   // the Disabler is asked to disable ep-1
@@ -38,15 +40,15 @@ func TestOutcomeOfOneRow(t *testing.T) {
 		{
 			name: "2xx: done, endpoint healthy",
 			row:  tableRow(7, 1),
-			res:  Result{Class: Delivered, Status: 200, Duration: 30 * time.Millisecond},
-			want: Outcome{Kind: Done, Status: 200, Health: Healthy, Started: t0, Took: 30 * time.Millisecond},
+			res:  webhook.Result{Class: webhook.Delivered, Status: 200, Duration: 30 * time.Millisecond},
+			want: webhook.Outcome{Kind: webhook.Done, Status: 200, Health: webhook.Healthy, Started: t0, Took: 30 * time.Millisecond},
 			sent: true, label: "delivered",
 		},
 		{
 			name: "retryable below MaxAttempts: retry as attempt+1 after base<<(n-1), jitter at its middle",
 			row:  tableRow(7, 3),
 			res:  unavailable,
-			want: failed(Outcome{Kind: Retry, Attempt: 4, Delay: 4 * time.Second}, unavailable),
+			want: failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 4, Delay: 4 * time.Second}, unavailable),
 			sent: true, label: "retried",
 		},
 		{
@@ -54,7 +56,7 @@ func TestOutcomeOfOneRow(t *testing.T) {
 			row:  tableRow(7, 3),
 			cfg:  func(c *Config) { c.Rand = func() float64 { return 0 } },
 			res:  unavailable,
-			want: failed(Outcome{Kind: Retry, Attempt: 4, Delay: 3200 * time.Millisecond}, unavailable),
+			want: failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 4, Delay: 3200 * time.Millisecond}, unavailable),
 			sent: true, label: "retried",
 		},
 		{
@@ -62,7 +64,7 @@ func TestOutcomeOfOneRow(t *testing.T) {
 			row:     tableRow(7, 3),
 			cfg:     func(c *Config) { c.Rand = func() float64 { return 0.999999 } },
 			res:     unavailable,
-			want:    failed(Outcome{Kind: Retry, Attempt: 4}, unavailable),
+			want:    failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 4}, unavailable),
 			delayIn: [2]time.Duration{4790 * time.Millisecond, 4800 * time.Millisecond},
 			sent:    true, label: "retried",
 		},
@@ -71,43 +73,43 @@ func TestOutcomeOfOneRow(t *testing.T) {
 			row:  tableRow(7, 12),
 			cfg:  func(c *Config) { c.MaxAttempts, c.BackoffMax = 16, time.Minute },
 			res:  unavailable,
-			want: failed(Outcome{Kind: Retry, Attempt: 13, Delay: time.Minute}, unavailable),
+			want: failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 13, Delay: time.Minute}, unavailable),
 			sent: true, label: "retried",
 		},
 		{
 			name: "retryable at MaxAttempts: dead, gave up",
 			row:  tableRow(7, 5),
-			res:  Result{Class: Retryable, Error: "timeout", Duration: 5 * time.Second},
-			want: failed(Outcome{Kind: Dead, Attempt: 5, Error: "gave up after 5 attempts: timeout"},
-				Result{Class: Retryable, Error: "timeout", Duration: 5 * time.Second}),
+			res:  webhook.Result{Class: webhook.Retryable, Error: "timeout", Duration: 5 * time.Second},
+			want: failed(webhook.Outcome{Kind: webhook.Dead, Attempt: 5, Error: "gave up after 5 attempts: timeout"},
+				webhook.Result{Class: webhook.Retryable, Error: "timeout", Duration: 5 * time.Second}),
 			sent: true, label: "dead_lettered",
 		},
 		{
 			name: "retryable past MaxAttempts (a replayed row): dead, gave up",
 			row:  tableRow(7, 9),
 			res:  unavailable,
-			want: failed(Outcome{Kind: Dead, Attempt: 9, Error: "gave up after 9 attempts: 503 Service Unavailable"}, unavailable),
+			want: failed(webhook.Outcome{Kind: webhook.Dead, Attempt: 9, Error: "gave up after 9 attempts: 503 Service Unavailable"}, unavailable),
 			sent: true, label: "dead_lettered",
 		},
 		{
 			name: "permanent: dead at the first attempt",
 			row:  tableRow(7, 1),
-			res:  Result{Class: Permanent, Status: 400, Error: "400 Bad Request", Duration: time.Millisecond},
-			want: failed(Outcome{Kind: Dead, Attempt: 1}, Result{Class: Permanent, Status: 400, Error: "400 Bad Request", Duration: time.Millisecond}),
+			res:  webhook.Result{Class: webhook.Permanent, Status: 400, Error: "400 Bad Request", Duration: time.Millisecond},
+			want: failed(webhook.Outcome{Kind: webhook.Dead, Attempt: 1}, webhook.Result{Class: webhook.Permanent, Status: 400, Error: "400 Bad Request", Duration: time.Millisecond}),
 			sent: true, label: "dead_lettered",
 		},
 		{
 			name: "Retry-After longer than the backoff is the floor",
 			row:  tableRow(7, 1),
 			res:  retryAfter(30 * time.Second),
-			want: failed(Outcome{Kind: Retry, Attempt: 2, Delay: 30 * time.Second}, retryAfter(30*time.Second)),
+			want: failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 2, Delay: 30 * time.Second}, retryAfter(30*time.Second)),
 			sent: true, label: "retried",
 		},
 		{
 			name: "Retry-After shorter than the backoff changes nothing",
 			row:  tableRow(7, 4),
 			res:  retryAfter(2 * time.Second),
-			want: failed(Outcome{Kind: Retry, Attempt: 5, Delay: 8 * time.Second}, retryAfter(2*time.Second)),
+			want: failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 5, Delay: 8 * time.Second}, retryAfter(2*time.Second)),
 			sent: true, label: "retried",
 		},
 		{
@@ -115,28 +117,32 @@ func TestOutcomeOfOneRow(t *testing.T) {
 			row:  tableRow(7, 1),
 			cfg:  func(c *Config) { c.BackoffMax = time.Minute },
 			res:  retryAfter(time.Hour),
-			want: failed(Outcome{Kind: Retry, Attempt: 2, Delay: time.Minute}, retryAfter(time.Hour)),
+			want: failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 2, Delay: time.Minute}, retryAfter(time.Hour)),
 			sent: true, label: "retried",
 		},
 		{
 			name: "410 Gone from a table endpoint: dead, the endpoint disabled",
 			row:  tableRow(7, 2),
 			res:  gone,
-			want: failed(Outcome{Kind: Dead, Attempt: 2}, gone),
+			want: failed(webhook.Outcome{Kind: webhook.Dead, Attempt: 2}, gone),
 			sent: true, disable: true, label: "dead_lettered",
 		},
 		{
 			name: "410 Gone from the WEBHOOK_URL endpoint: dead, nothing to disable",
 			row:  envRow(7, 2),
 			res:  gone,
-			want: failed(Outcome{Kind: Dead, Attempt: 2}, gone),
+			want: failed(webhook.Outcome{Kind: webhook.Dead, Attempt: 2}, gone),
 			sent: true, label: "dead_lettered",
 		},
 		{
 			name: "endpoint disabled since the row was made: dead unsent, attempts made so far",
-			row:  func() Row { r := tableRow(7, 3); r.Enabled, r.DisabledReason = false, "410 Gone"; return r }(),
+			row: func() webhook.Delivery {
+				r := tableRow(7, 3)
+				r.Enabled, r.DisabledReason = false, "410 Gone"
+				return r
+			}(),
 			gate: &Decision{Allow: true},
-			want: Outcome{Kind: Dead, Attempt: 2, Error: "endpoint orders disabled: 410 Gone"},
+			want: webhook.Outcome{Kind: webhook.Dead, Attempt: 2, Error: "endpoint orders disabled: 410 Gone"},
 			// A dead letter with no attempt is not counted as one.
 			label: "dead_lettered",
 		},
@@ -144,47 +150,47 @@ func TestOutcomeOfOneRow(t *testing.T) {
 			name: "gate refuses: deferred unsent, same attempt, its delay",
 			row:  tableRow(7, 3),
 			gate: &Decision{DeferFor: 300 * time.Millisecond},
-			want: Outcome{Kind: Defer, Attempt: 3, Delay: 300 * time.Millisecond}, label: "deferred",
+			want: webhook.Outcome{Kind: webhook.Defer, Attempt: 3, Delay: 300 * time.Millisecond}, label: "deferred",
 		},
 		{
 			name: "gate refuses for zero: raised to 1ms",
 			row:  tableRow(7, 1),
 			gate: &Decision{},
-			want: Outcome{Kind: Defer, Attempt: 1, Delay: time.Millisecond}, label: "deferred",
+			want: webhook.Outcome{Kind: webhook.Defer, Attempt: 1, Delay: time.Millisecond}, label: "deferred",
 		},
 		{
 			name: "gate refuses for a negative time: raised to 1ms",
 			row:  tableRow(7, 1),
 			gate: &Decision{DeferFor: -time.Hour},
-			want: Outcome{Kind: Defer, Attempt: 1, Delay: time.Millisecond}, label: "deferred",
+			want: webhook.Outcome{Kind: webhook.Defer, Attempt: 1, Delay: time.Millisecond}, label: "deferred",
 		},
 		{
 			name: "gate refuses for longer than DeferMax: cut to DeferMax",
 			row:  tableRow(7, 1),
 			gate: &Decision{DeferFor: 2 * time.Hour},
-			want: Outcome{Kind: Defer, Attempt: 1, Delay: time.Minute}, label: "deferred",
+			want: webhook.Outcome{Kind: webhook.Defer, Attempt: 1, Delay: time.Minute}, label: "deferred",
 		},
 		{
 			name: "gate refuses, no DeferMax: cut to BackoffMax",
 			row:  tableRow(7, 1),
 			cfg:  func(c *Config) { c.DeferMax, c.BackoffMax = 0, 90*time.Second },
 			gate: &Decision{DeferFor: 2 * time.Hour},
-			want: Outcome{Kind: Defer, Attempt: 1, Delay: 90 * time.Second}, label: "deferred",
+			want: webhook.Outcome{Kind: webhook.Defer, Attempt: 1, Delay: 90 * time.Second}, label: "deferred",
 		},
 		{
 			name: "gate allows a probe: sent, the gate told of the probe's class",
 			row:  tableRow(7, 2),
 			gate: &Decision{Allow: true, Probe: true},
 			res:  unavailable,
-			want: failed(Outcome{Kind: Retry, Attempt: 3, Delay: 2 * time.Second}, unavailable),
+			want: failed(webhook.Outcome{Kind: webhook.Retry, Attempt: 3, Delay: 2 * time.Second}, unavailable),
 			sent: true, label: "retried",
 		},
 		{
 			name: "gate allows: sent, the gate told of the class",
 			row:  envRow(7, 1),
 			gate: &Decision{Allow: true},
-			res:  Result{Class: Delivered, Status: 204},
-			want: Outcome{Kind: Done, Status: 204, Health: Healthy, Started: t0},
+			res:  webhook.Result{Class: webhook.Delivered, Status: 204},
+			want: webhook.Outcome{Kind: webhook.Done, Status: 204, Health: webhook.Healthy, Started: t0},
 			sent: true, label: "delivered",
 		},
 	} {
@@ -192,13 +198,13 @@ func TestOutcomeOfOneRow(t *testing.T) {
 			t.Parallel()
 			st := &fakeStore{}
 			st.push(claimStep{batch: rowsOf(tc.row)})
-			snd := &fakeSender{fn: func(context.Context, Row) Result { return tc.res }}
+			snd := &fakeSender{fn: func(context.Context, webhook.Delivery) webhook.Result { return tc.res }}
 			off := &fakeDisabler{}
 			cfg := Config{MaxAttempts: 5, BackoffBase: time.Second, BackoffMax: time.Hour, DeferMax: time.Minute,
 				EnvEndpoint: true, Disabler: off}
 			var gate *fakeGate
 			if tc.gate != nil {
-				gate = &fakeGate{decide: func(context.Context, Row) Decision { return *tc.gate }}
+				gate = &fakeGate{decide: func(context.Context, webhook.Delivery) Decision { return *tc.gate }}
 				cfg.Gate = gate
 			}
 			if tc.cfg != nil {
@@ -265,7 +271,7 @@ func TestOutcomeOfOneRow(t *testing.T) {
 
 // checkOutcomeMetrics checks the metrics of one claimed row whose recorded
 // outcome has deliveries label label.
-func checkOutcomeMetrics(t *testing.T, h *harness, label, endpoint string, sent bool, class Class) {
+func checkOutcomeMetrics(t *testing.T, h *harness, label, endpoint string, sent bool, class webhook.Class) {
 	t.Helper()
 	for _, l := range []string{"delivered", "retried", "dead_lettered", "deferred"} {
 		want := 0.0

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // newIdle is a dispatcher that is not running, for its scheduling state.
@@ -42,28 +44,28 @@ func TestQueryRespectsEndpointRoom(t *testing.T) {
 		limits  map[string]int
 		held    map[string]int
 		parked  []string
-		want    Query
+		want    webhook.Query
 		envRoom int
 	}{
-		{name: "nothing held", want: Query{Limit: 10, DefaultRoom: 25}, envRoom: 25},
+		{name: "nothing held", want: webhook.Query{Limit: 10, DefaultRoom: 25}, envRoom: 25},
 		{name: "alone at the limit grown to every slot: all the free ones",
 			limits: map[string]int{"a": 100}, held: map[string]int{"a": 60},
-			want: Query{Limit: 10, Room: map[string]int{"a": 40}, DefaultRoom: 25}, envRoom: 25},
+			want: webhook.Query{Limit: 10, Room: map[string]int{"a": 40}, DefaultRoom: 25}, envRoom: 25},
 		{name: "beside another: leaves it EndpointConcurrency, or what it holds if more",
 			limits: map[string]int{"a": 100}, held: map[string]int{"a": 60, "b": 5},
-			want: Query{Limit: 10, Room: map[string]int{"a": 15, "b": 20}, DefaultRoom: 25}, envRoom: 25},
+			want: webhook.Query{Limit: 10, Room: map[string]int{"a": 15, "b": 20}, DefaultRoom: 25}, envRoom: 25},
 		{name: "others hold most slots: a gets what they leave; those at their limit none",
 			limits: map[string]int{"a": 100}, held: map[string]int{"a": 25, "b": 25, "c": 45},
-			want: Query{Limit: 10, Skip: []string{"b", "c"}, Room: map[string]int{"a": 5}, DefaultRoom: 25}, envRoom: 25},
+			want: webhook.Query{Limit: 10, Skip: []string{"b", "c"}, Room: map[string]int{"a": 5}, DefaultRoom: 25}, envRoom: 25},
 		{name: "a limit cut to 1 while it holds 1: skipped, unread",
 			limits: map[string]int{"a": 1}, held: map[string]int{"a": 1, "": 3},
-			want: Query{Limit: 10, Skip: []string{"a"}, Room: map[string]int{}, DefaultRoom: 25}, envRoom: 22},
+			want: webhook.Query{Limit: 10, Skip: []string{"a"}, Room: map[string]int{}, DefaultRoom: 25}, envRoom: 22},
 		{name: "a cut limit with nothing held still bounds the endpoint",
 			limits: map[string]int{"a": 3},
-			want:   Query{Limit: 10, Room: map[string]int{"a": 3}, DefaultRoom: 25}, envRoom: 25},
+			want:   webhook.Query{Limit: 10, Room: map[string]int{"a": 3}, DefaultRoom: 25}, envRoom: 25},
 		{name: "parked: skipped until its time, the WEBHOOK_URL one too",
 			parked: []string{"a", ""},
-			want:   Query{Limit: 10, Skip: []string{"a"}, DefaultRoom: 25, SkipEnv: true}, envRoom: 0},
+			want:   webhook.Query{Limit: 10, Skip: []string{"a"}, DefaultRoom: 25, SkipEnv: true}, envRoom: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -76,7 +78,7 @@ func TestQueryRespectsEndpointRoom(t *testing.T) {
 			got := d.query(10)
 			slices.Sort(got.Skip)
 			want := tc.want
-			want.EnvRoom = tc.envRoom
+			want.EnvRoom, want.Lease, want.Env = tc.envRoom, LeaseDefault, true
 			if want.EnvRoom == 0 {
 				want.SkipEnv = true
 			}

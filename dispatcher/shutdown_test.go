@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // When ctx ends, Run claims no more, lets the sends in flight finish under
@@ -68,7 +70,7 @@ func TestShutdown(t *testing.T) {
 			st := &fakeStore{}
 			st.push(claimStep{batch: rowsOf(tableRow(1, 1))})
 			// Row 1 passes the gate; row 2's check hangs until ctx ends.
-			gate := &fakeGate{decide: func(ctx context.Context, r Row) Decision {
+			gate := &fakeGate{decide: func(ctx context.Context, r webhook.Delivery) Decision {
 				if r.ID == 2 {
 					<-ctx.Done()
 				}
@@ -102,12 +104,12 @@ func TestShutdown(t *testing.T) {
 				t.Errorf("outcomes %+v, want %v released and %v done", got, released, tc.done)
 			}
 			for _, id := range released {
-				if o := got[id]; o != (Outcome{ID: id, Token: tableRow(id, 1).Token, Kind: Release}) {
+				if o := got[id]; o != (webhook.Outcome{ID: id, Token: tableRow(id, 1).Token, Kind: webhook.Release}) {
 					t.Errorf("row %d: %+v, want released", id, o)
 				}
 			}
 			for _, id := range tc.done {
-				if got[id].Kind != Done {
+				if got[id].Kind != webhook.Done {
 					t.Errorf("row %d: %+v, want done", id, got[id])
 				}
 			}

@@ -162,16 +162,6 @@ type Decision struct {
 	Probe    bool          // this attempt is the half-open probe
 }
 
-// Outcome of an attempt, for Record: the domain's class of the attempt.
-type Outcome = webhook.Class
-
-// The outcomes Record takes (webhook's classes).
-const (
-	Success          = webhook.Delivered
-	RetryableFailure = webhook.Retryable
-	PermanentFailure = webhook.Permanent
-)
-
 // keys returns the breaker, probe and rate-limit keys of consumerURL.
 func (g *Gates) keys(consumerURL string) []string {
 	sum := sha256.Sum256([]byte(consumerURL))
@@ -235,7 +225,7 @@ func (g *Gates) CheckLimit(ctx context.Context, consumerURL string, attempt, ret
 // Record updates the breaker with the outcome of an allowed attempt; probe
 // is that attempt's Decision.Probe. Best effort: errors are counted and
 // logged at debug.
-func (g *Gates) Record(ctx context.Context, consumerURL string, o Outcome, probe bool) {
+func (g *Gates) Record(ctx context.Context, consumerURL string, o webhook.Class, probe bool) {
 	if g.cfg.Client == nil || g.cfg.BreakerThreshold == 0 {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fluxora/webhook-worker/gates"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 var _ gates.Client = (*redis.Client)(nil)
@@ -179,14 +180,14 @@ func TestBreaker(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for i := range 5 { // concurrent failures from two workers: none lost
-		wg.Go(func() { gs[i%2].Record(ctx, consumerURL, gates.RetryableFailure, false) })
+		wg.Go(func() { gs[i%2].Record(ctx, consumerURL, webhook.Retryable, false) })
 	}
 	wg.Wait()
-	gs[0].Record(ctx, consumerURL, gates.PermanentFailure, false) // does not count
+	gs[0].Record(ctx, consumerURL, webhook.Permanent, false) // does not count
 	if s, err := gs[0].State(ctx, consumerURL); err != nil || s.State != "closed" || s.Failures != 5 {
 		t.Fatalf("after 5 failures: %+v %v", s, err)
 	}
-	gs[1].Record(ctx, consumerURL, gates.RetryableFailure, false)
+	gs[1].Record(ctx, consumerURL, webhook.Retryable, false)
 	s, err := gs[0].State(ctx, consumerURL)
 	if err != nil || s.State != "open" {
 		t.Fatalf("after the 6th failure: %+v %v", s, err)
@@ -221,7 +222,7 @@ func TestBreaker(t *testing.T) {
 		t.Fatalf("%d probes, want exactly 1", probes.Load())
 	}
 	// Probe failure re-opens; the next probe's success closes.
-	gs[0].Record(ctx, consumerURL, gates.RetryableFailure, true)
+	gs[0].Record(ctx, consumerURL, webhook.Retryable, true)
 	if s, _ := gs[1].State(ctx, consumerURL); s.State != "open" {
 		t.Fatalf("after a failed probe: %+v", s)
 	}
@@ -233,7 +234,7 @@ func TestBreaker(t *testing.T) {
 	if !d.Allow || !d.Probe {
 		t.Fatalf("second probe: %+v", d)
 	}
-	gs[1].Record(ctx, consumerURL, gates.Success, true)
+	gs[1].Record(ctx, consumerURL, webhook.Delivered, true)
 	if s, _ := gs[0].State(ctx, consumerURL); s.State != "closed" || s.Failures != 0 {
 		t.Fatalf("after a successful probe: %+v", s)
 	}

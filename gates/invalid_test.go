@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fluxora/webhook-worker/gates"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // keyOf is the gate's key kind ("webhook_cb", "webhook_cb_probe",
@@ -150,7 +151,7 @@ func TestInvalidStateRecord(t *testing.T) {
 			if err := client.Set(ctx, keyOf(p, "webhook_cb"), v, time.Hour).Err(); err != nil {
 				t.Fatal(err)
 			}
-			gs[0].Record(ctx, consumerURL, gates.RetryableFailure, false)
+			gs[0].Record(ctx, consumerURL, webhook.Retryable, false)
 			s, err := gs[0].State(ctx, consumerURL)
 			if err != nil || s.Invalid || s.State != "closed" || s.Failures != 1 {
 				t.Fatalf("after one failure on garbage: %+v %v", s, err)

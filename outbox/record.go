@@ -13,10 +13,10 @@ import (
 	"github.com/fluxora/webhook-worker/webhook"
 )
 
-// MaxDelay is the longest delay Record writes (Retry, Defer): any longer
+// maxDelay is the longest delay Record writes (Retry, Defer): any longer
 // one is cut to it, so that no value can overflow the statement's interval
 // and fail the whole batch.
-const MaxDelay = 366 * 24 * time.Hour
+const maxDelay = 366 * 24 * time.Hour
 
 // RecordSQL writes every outcome in one statement. The outcomes come as
 // parallel arrays, one element an outcome (see recordArgs), which the
@@ -195,7 +195,7 @@ func recordArgs(outcomes []webhook.Outcome) (args pgx.NamedArgs, fan bool) {
 	)
 	for i, o := range outcomes {
 		ids[i], tokens[i], kinds[i] = o.ID, pgtype.UUID{Bytes: o.Token, Valid: true}, string(o.Kind)
-		attempts[i], delays[i], statuses[i] = int32(o.Attempt), min(max(o.Delay, 0), MaxDelay).Milliseconds(), int32(o.Status)
+		attempts[i], delays[i], statuses[i] = int32(o.Attempt), min(max(o.Delay, 0), maxDelay).Milliseconds(), int32(o.Status)
 		errs[i], healths[i] = text(o.Error), string(o.Health)
 		started[i] = pgtype.Timestamptz{Time: o.Started, Valid: !o.Started.IsZero()}
 		took[i], classes[i], tryErrs[i] = float64(o.Took.Microseconds())/1000, text(o.AttemptClass), text(o.AttemptError)

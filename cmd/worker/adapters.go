@@ -7,43 +7,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/eventheaders"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/sealed"
 	"github.com/fluxora/webhook-worker/sender"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // The dispatcher declares what it needs; these adapters hand it the leaf
 // packages, which do not know one another.
 var (
-	_ dispatcher.Store  = store{}
 	_ dispatcher.Sender = (*httpSenders)(nil)
 	_ dispatcher.Gate   = endpointGate{}
 )
-
-// store is the claimer as the dispatcher's Store.
-type store struct{ c *claimer.Claimer }
-
-func (s store) Claim(ctx context.Context, q dispatcher.Query) (dispatcher.Batch, error) {
-	b, err := s.c.Claim(ctx, claimer.Query(q))
-	out := dispatcher.Batch{Rows: b.Rows, Taken: b.Taken, More: b.More, FannedOut: b.FannedOut, Deliveries: b.Deliveries,
-		Fresh: b.Fresh, Unrouted: b.Unrouted, BrokenErr: b.BrokenErr}
-	for _, r := range b.Broken {
-		out.Broken = append(out.Broken, r.DeliveryID)
-	}
-	return out, err
-}
-
-func (s store) Record(ctx context.Context, outcomes []dispatcher.Outcome) ([]bool, error) {
-	return s.c.Record(ctx, outcomes)
-}
-
-func (s store) NextDue(ctx context.Context) (d time.Duration, ok bool, err error) {
-	return s.c.NextDue(ctx)
-}
 
 // sendersMax is how many table endpoints' senders httpSenders keeps: past
 // it, the least recently used one is dropped (its idle connections closed)
@@ -95,7 +73,7 @@ func newHTTPSenders(env *sender.Sender, base sender.Config) *httpSenders {
 }
 
 // forRow returns the sender of r's endpoint, or why there is none.
-func (h *httpSenders) forRow(r dispatcher.Row) (*sender.Sender, *endpointSender) {
+func (h *httpSenders) forRow(r webhook.Delivery) (*sender.Sender, *endpointSender) {
 	if r.EndpointID == "" {
 		if h.env == nil {
 			return nil, &endpointSender{err: "no WEBHOOK_URL endpoint configured"}
@@ -132,7 +110,7 @@ func (h *httpSenders) drop(el *list.Element) {
 
 // newSender makes the sender of r's endpoint, its secrets opened, or says
 // why it cannot.
-func (h *httpSenders) newSender(r dispatcher.Row) *endpointSender {
+func (h *httpSenders) newSender(r webhook.Delivery) *endpointSender {
 	es := &endpointSender{id: r.EndpointID, url: r.URL, secret: r.Secret, previous: r.PreviousSecret, previousUntil: r.PreviousUntil}
 	cfg := h.base
 	cfg.URL = r.URL
@@ -157,16 +135,16 @@ func (h *httpSenders) newSender(r dispatcher.Row) *endpointSender {
 	return es
 }
 
-func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Result {
+func (h *httpSenders) Send(ctx context.Context, r webhook.Delivery) webhook.Result {
 	s, es := h.forRow(r)
 	if s == nil {
 		if es.sealed {
 			// Not attempted: deferred, no attempt spent, never dead-lettered
 			// for a key the worker may be given.
 			h.secrets.unreadable(ctx, r, es.why)
-			return dispatcher.Result{Class: dispatcher.NotAttempted, Error: es.err}
+			return webhook.Result{Class: webhook.NotAttempted, Error: es.err}
 		}
-		return dispatcher.Result{Class: dispatcher.Permanent, Error: es.err}
+		return webhook.Result{Class: webhook.Permanent, Error: es.err}
 	}
 	if es != nil && !es.told.Load() && es.told.CompareAndSwap(false, true) {
 		h.secrets.readable(ctx, r)
@@ -179,11 +157,11 @@ func (h *httpSenders) Send(ctx context.Context, r dispatcher.Row) dispatcher.Res
 	// and nothing at all for a row without them.
 	headers, err := eventheaders.Parse(r.Headers)
 	if err != nil {
-		return dispatcher.Result{Class: dispatcher.Permanent, Error: "invalid headers: " + err.Error()}
+		return webhook.Result{Class: webhook.Permanent, Error: "invalid headers: " + err.Error()}
 	}
 	res := s.Send(ctx, sender.Request{DeliveryID: r.DeliveryID, EventType: r.EventType, Attempt: r.Attempt, Payload: r.Payload, Endpoint: name,
 		Headers: headers, OrderingKey: r.OrderingKey, Sequence: r.Sequence})
-	return dispatcher.Result{Class: res.Outcome, Status: res.Status, Error: res.Error, RetryAfter: res.RetryAfter, Duration: res.Duration}
+	return webhook.Result{Class: res.Outcome, Status: res.Status, Error: res.Error, RetryAfter: res.RetryAfter, Duration: res.Duration}
 }
 
 // Close closes every sender's idle connections.
@@ -207,19 +185,19 @@ type endpointGate struct {
 	envURL string
 }
 
-func (e endpointGate) url(r dispatcher.Row) string {
+func (e endpointGate) url(r webhook.Delivery) string {
 	if r.EndpointID == "" {
 		return e.envURL
 	}
 	return r.URL
 }
 
-func (e endpointGate) Check(ctx context.Context, r dispatcher.Row) dispatcher.Decision {
+func (e endpointGate) Check(ctx context.Context, r webhook.Delivery) dispatcher.Decision {
 	d := e.g.CheckLimit(ctx, e.url(r), r.Attempt, r.RetryRPS)
 	return dispatcher.Decision{Allow: d.Allow, DeferFor: d.DeferFor, Probe: d.Probe}
 }
 
-func (e endpointGate) Record(ctx context.Context, r dispatcher.Row, class dispatcher.Class, probe bool) {
+func (e endpointGate) Record(ctx context.Context, r webhook.Delivery, class webhook.Class, probe bool) {
 	e.g.Record(ctx, e.url(r), class, probe)
 }
 

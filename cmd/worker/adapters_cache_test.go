@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/internal/waitfor"
 	"github.com/fluxora/webhook-worker/sender"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
-func endpointRow(id, url string) dispatcher.Row {
-	return dispatcher.Row{DeliveryID: "0b7f9c7e-3c1e-4a53-9d51-2f8f3b6c1a10", EventType: "e", Payload: []byte(`{}`), Attempt: 1,
+func endpointRow(id, url string) webhook.Delivery {
+	return webhook.Delivery{DeliveryID: "0b7f9c7e-3c1e-4a53-9d51-2f8f3b6c1a10", EventType: "e", Payload: []byte(`{}`), Attempt: 1,
 		EndpointID: id, EndpointName: "ep-" + id, URL: url, Secret: testSecret}
 }
 
@@ -90,10 +90,10 @@ func TestSenderCacheEvictionClosesIdleNotInFlight(t *testing.T) {
 	t.Cleanup(h.Close)
 	h.max = 2
 	ctx := context.Background()
-	if res := h.Send(ctx, endpointRow("idle", srv.URL+"/idle")); res.Class != dispatcher.Delivered {
+	if res := h.Send(ctx, endpointRow("idle", srv.URL+"/idle")); res.Class != webhook.Delivered {
 		t.Fatalf("idle endpoint: %+v", res)
 	}
-	slow := make(chan dispatcher.Result, 1)
+	slow := make(chan webhook.Result, 1)
 	go func() { slow <- h.Send(ctx, endpointRow("slow", srv.URL+"/slow")) }()
 	<-entered
 	for _, id := range []string{"c", "d", "e"} { // evicts idle, then slow
@@ -112,7 +112,7 @@ func TestSenderCacheEvictionClosesIdleNotInFlight(t *testing.T) {
 		return closed[idleConn]
 	})
 	unblock()
-	if res := <-slow; res.Class != dispatcher.Delivered || res.Status != http.StatusOK {
+	if res := <-slow; res.Class != webhook.Delivered || res.Status != http.StatusOK {
 		t.Fatalf("the request in flight at eviction: %+v", res)
 	}
 }

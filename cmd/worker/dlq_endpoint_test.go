@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // dlqFixture: endpoints shop (enabled) and off (disabled); dead letters of
@@ -121,11 +122,11 @@ func TestDLQReplayByIDKeepsTheEndpoint(t *testing.T) {
 	}
 	// The worker's claim sends the env dead letter to the env endpoint only:
 	// no fan-out to shop again.
-	c, err := claimer.New(claimer.Config{Pool: f.db.Pool, BatchSize: 10, Lease: time.Minute, EnvEndpoint: true})
+	s, err := outbox.New(f.db.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Claim(context.Background(), claimer.Query{})
+	b, err := s.Claim(context.Background(), webhook.Query{Limit: 10, Lease: time.Minute, Env: true})
 	if err != nil || b.FannedOut != 0 || len(b.Rows) != 2 || f.db.Count(t, "SELECT count(*) FROM webhook_outbox") != 2 {
 		t.Fatalf("claim after replay: %+v %v", b, err)
 	}

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/internal/waitfor"
 	"github.com/fluxora/webhook-worker/sender"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // The headers of the events of these tests, as the producer gave them.
@@ -192,14 +192,14 @@ func TestEventHeadersAdapter(t *testing.T) {
 	}
 	h := newHTTPSenders(snd, sender.Config{})
 	t.Cleanup(h.Close)
-	row := dispatcher.Row{DeliveryID: "0b7f9c7e-3c1e-4a53-9d51-2f8f3b6c1a10", EventType: "e", Payload: []byte(`{}`), Attempt: 1}
+	row := webhook.Delivery{DeliveryID: "0b7f9c7e-3c1e-4a53-9d51-2f8f3b6c1a10", EventType: "e", Payload: []byte(`{}`), Attempt: 1}
 	for _, tc := range []struct{ headers, want string }{
 		{`["traceparent"]`, "invalid headers: must be a JSON object of string values"},
 		{`{"traceparent": 1}`, `invalid headers: "traceparent": the value must be a string`},
 		{`{"X-Fluxora-Event": "forged"}`, `invalid Headers: "X-Fluxora-Event" may not be set`},
 	} {
 		row.Headers = []byte(tc.headers)
-		if res := h.Send(context.Background(), row); res.Class != dispatcher.Permanent || !strings.Contains(res.Error, tc.want) {
+		if res := h.Send(context.Background(), row); res.Class != webhook.Permanent || !strings.Contains(res.Error, tc.want) {
 			t.Errorf("%s: %+v, want Permanent with %q", tc.headers, res, tc.want)
 		}
 	}
@@ -207,7 +207,7 @@ func TestEventHeadersAdapter(t *testing.T) {
 		t.Fatalf("%d requests sent", n)
 	}
 	row.Headers = []byte(testHeadersJSON)
-	if res := h.Send(context.Background(), row); res.Class != dispatcher.Delivered {
+	if res := h.Send(context.Background(), row); res.Class != webhook.Delivered {
 		t.Fatalf("valid headers: %+v", res)
 	}
 	checkHeaders(t, "default", c.requests()[0])

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/internal/waitfor"
+	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/sender"
 )
 
@@ -112,7 +112,7 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	c, release := holdingConsumer(t)
-	clm, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 1, EnvEndpoint: true})
+	store, err := outbox.New(db.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 	h := &recordingHush{}
 	wake := make(chan struct{}, 1)
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store{clm}, Sender: newHTTPSenders(snd, sender.Config{Timeout: 10 * time.Second, MaxConns: 2}), Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
+		Store: store, Sender: newHTTPSenders(snd, sender.Config{Timeout: 10 * time.Second, MaxConns: 2}), Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
 		EnvEndpoint: true,
 		BatchSize:   1, Concurrency: 2, EndpointConcurrency: 2, MaxAttempts: 3,
 		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // ops runs a subcommand in-process against db.
@@ -162,7 +163,7 @@ func TestStatusShowsTheCircuit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Record(context.Background(), c.srv.URL, gates.RetryableFailure, false)
+	g.Record(context.Background(), c.srv.URL, webhook.Retryable, false)
 	var out, errb bytes.Buffer
 	env := map[string]string{"DATABASE_URL": db.URL, "REDIS_URL": redisURL, "WEBHOOK_URL": c.srv.URL}
 	if code := run(context.Background(), []string{"status", "--json"}, func(k string) string { return env[k] }, &out, &errb); code != 0 {

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // secretMarkEvery is how often, at most, a worker that cannot open an
@@ -51,7 +51,7 @@ func newSecretWatch(store *outbox.Store, log *slog.Logger, reg prometheus.Regist
 // unreadable tells that r's endpoint's secret does not open (why names the
 // key id, never a value): the gauge at once, the log and the mark at most
 // once every secretMarkEvery.
-func (w *secretWatch) unreadable(ctx context.Context, r dispatcher.Row, why string) {
+func (w *secretWatch) unreadable(ctx context.Context, r webhook.Delivery, why string) {
 	if w == nil {
 		return
 	}
@@ -75,7 +75,7 @@ func (w *secretWatch) unreadable(ctx context.Context, r dispatcher.Row, why stri
 
 // readable tells that r's endpoint's secret opened: the gauge and this
 // worker's mark, if it made one, are cleared.
-func (w *secretWatch) readable(ctx context.Context, r dispatcher.Row) {
+func (w *secretWatch) readable(ctx context.Context, r webhook.Delivery) {
 	if w == nil {
 		return
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/egress"
 	"github.com/fluxora/webhook-worker/endpoints"
@@ -182,12 +181,12 @@ func (w *worker) senders() (*httpSenders, error) {
 	return snd, nil
 }
 
-// newDispatcher wires the claimer, the senders, the gates (none without
-// REDIS_URL: no call at all), the hush and the endpoints into the
-// dispatcher.
+// newDispatcher wires the store (its claims and outcome writes), the
+// senders, the gates (none without REDIS_URL: no call at all), the hush
+// and the endpoints into the dispatcher.
 func (w *worker) newDispatcher(snd *httpSenders, gt *gates.Gates) error {
 	cfg := w.cfg
-	clm, err := claimer.New(claimer.Config{Pool: w.pool, BatchSize: cfg.BatchSize, Lease: w.lease, EnvEndpoint: cfg.WebhookURL != ""})
+	store, err := outbox.New(w.pool)
 	if err != nil {
 		return err
 	}
@@ -196,11 +195,11 @@ func (w *worker) newDispatcher(snd *httpSenders, gt *gates.Gates) error {
 		gate = endpointGate{gt, cfg.WebhookURL}
 	}
 	w.d, err = dispatcher.New(dispatcher.Config{
-		Store: store{clm}, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Wake: w.lst.Wake(),
+		Store: store, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Wake: w.lst.Wake(),
 		EnvEndpoint: cfg.WebhookURL != "", Registerer: w.reg, Logger: w.log,
-		BatchSize: cfg.BatchSize, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency, MaxAttempts: cfg.MaxAttempts,
-		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, DeferMax: gt.MaxDefer(),
-		Rand: rand.Float64, Now: time.Now,
+		BatchSize: cfg.BatchSize, Lease: w.lease, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency,
+		MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
+		DeferMax: gt.MaxDefer(), Rand: rand.Float64, Now: time.Now,
 	})
 	return err
 }

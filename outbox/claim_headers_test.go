@@ -1,13 +1,14 @@
-package claimer_test
+package outbox_test
 
 import (
 	"context"
 	"encoding/json"
 	"maps"
 	"testing"
+	"time"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 const testHeaders = `{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "X-Correlation-Id": "c-42"}`
@@ -33,10 +34,7 @@ func TestHeadersTravelWithTheEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testdb.New(t)
-	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100, EnvEndpoint: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClaimant(t, db, 100, 30*time.Second, true)
 	newEndpoint(t, db, "a")
 	newEndpoint(t, db, "b")
 	if _, err := db.Pool.Exec(ctx, "INSERT INTO webhook_outbox (event_type, payload, headers) VALUES ('x', '{}', $1)", testHeaders); err != nil {
@@ -46,11 +44,11 @@ func TestHeadersTravelWithTheEvent(t *testing.T) {
 
 	// The two events' own rows (WEBHOOK_URL deliveries) and the four
 	// endpoint deliveries, leased by the same claim.
-	b := claimQ(t, c, claimer.Query{})
+	b := claimQ(t, c, webhook.Query{})
 	if len(b.Rows) != 6 || b.Deliveries != 4 || b.Fresh != 4 {
 		t.Fatalf("first claim: %+v", b)
 	}
-	var outcomes []claimer.Outcome
+	var outcomes []webhook.Outcome
 	for _, r := range b.Rows {
 		if r.EventType == "x" && !sameHeaders(t, r.Headers) || r.EventType == "plain" && r.Headers != nil {
 			t.Fatalf("delivery of %s to %q: headers %q", r.EventType, r.EndpointName, r.Headers)
@@ -58,14 +56,14 @@ func TestHeadersTravelWithTheEvent(t *testing.T) {
 		if r.EndpointID == "" {
 			continue
 		}
-		kind := claimer.Retry
+		kind := webhook.Retry
 		if r.EndpointName == "b" {
-			kind = claimer.Dead
+			kind = webhook.Dead
 		}
-		outcomes = append(outcomes, claimer.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: 2, Error: "http 503"})
+		outcomes = append(outcomes, webhook.Outcome{ID: r.ID, Token: r.Token, Kind: kind, Attempt: 2, Error: "http 503"})
 	}
-	record(t, c, outcomes...)
-	b = claimQ(t, c, claimer.Query{}) // the retries to a
+	write(t, c, outcomes...)
+	b = claimQ(t, c, webhook.Query{}) // the retries to a
 	if len(b.Rows) != 2 {
 		t.Fatalf("third claim: %+v", b)
 	}

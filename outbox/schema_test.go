@@ -1,4 +1,4 @@
-package claimer_test
+package outbox_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	schema "github.com/fluxora/webhook-worker/sql"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 const eventTypeRule = "webhook_outbox.event_type: must be 1 to 255 bytes without control characters"
@@ -108,7 +108,7 @@ func TestMigrateIsIdempotentAndCheckable(t *testing.T) {
 func TestRowsAreNotCheckedAgainWhenLeasedOrRecorded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, db := setup(t, 10, time.Minute)
+	c, db := claimSetup(t, 10, time.Minute)
 	db.Insert(t, "ok", `{"n": 1}`)
 	for _, q := range []string{
 		"ALTER TABLE webhook_outbox_pending DISABLE TRIGGER webhook_content_valid",
@@ -123,7 +123,7 @@ func TestRowsAreNotCheckedAgainWhenLeasedOrRecorded(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("claimed %d rows, want both", len(rows))
 	}
-	if w := record(t, c, outcome(rows[0], claimer.Done), outcome(rows[1], claimer.Done)); !w[0] || !w[1] {
+	if w := write(t, c, outcome(rows[0], webhook.Done), outcome(rows[1], webhook.Done)); !w[0] || !w[1] {
 		t.Fatalf("written %v, want both", w)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed"); n != 2 {

@@ -1,12 +1,13 @@
-package claimer_test
+package outbox_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // With only the WEBHOOK_URL endpoint the claim skips the fan-out's
@@ -39,11 +40,8 @@ func TestClaimWithOnlyTheURLEndpointDecidesAsTheFanOut(t *testing.T) {
 		for range events {
 			db.Insert(t, "x", `{}`)
 		}
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100, EnvEndpoint: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := claimQ(t, c, claimer.Query{Limit: limit, EnvRoom: envRoom})
+		c := newClaimant(t, db, 100, 30*time.Second, true)
+		b := claimQ(t, c, webhook.Query{Limit: limit, EnvRoom: envRoom})
 		return state{rows: len(b.Rows), taken: b.Taken, fanned: b.FannedOut, more: b.More,
 			unfanned: db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND fanout IS NULL"),
 			leased:   db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND lease_token IS NOT NULL"),

@@ -1,4 +1,4 @@
-package claimer_test
+package outbox_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxora/webhook-worker/claimer"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // badTimes are the created_at values the worker cannot handle.
@@ -15,7 +15,7 @@ var badTimes = []string{"-infinity", "infinity", "294276-12-31", "0044-03-15 BC"
 func TestClaimDeadLettersRowsItCannotDecode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, db := setup(t, 10, time.Minute)
+	c, db := claimSetup(t, 10, time.Minute)
 	db.DropTimeRanges(t)
 	// 30 ordinary events, with the bad ones among them (the infinite past
 	// first in the claim's order, the others due or not).
@@ -28,7 +28,7 @@ func TestClaimDeadLettersRowsItCannotDecode(t *testing.T) {
 	db.Insert(t, "ok", make30()[:0]...)
 	delivered := 0
 	for i := 0; i < 20; i++ {
-		b, err := c.Claim(ctx, claimer.Query{})
+		b, err := c.Claim(ctx, c.query(webhook.Query{}))
 		if err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
@@ -39,7 +39,7 @@ func TestClaimDeadLettersRowsItCannotDecode(t *testing.T) {
 			if r.EventType != "ok" {
 				t.Fatalf("a bad row was returned to be delivered: %+v", r)
 			}
-			record(t, c, outcome(r, claimer.Done))
+			write(t, c, outcome(r, webhook.Done))
 			delivered++
 		}
 		if b.Taken == 0 {

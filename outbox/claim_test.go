@@ -1,4 +1,4 @@
-package claimer_test
+package outbox_test
 
 import (
 	"context"
@@ -6,41 +6,73 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
-func setup(t *testing.T, batch int, lease time.Duration) (*claimer.Claimer, *testdb.DB) {
+// claimant is a Store and what the dispatcher puts in each of its claims
+// (dispatcher.Config): its batch size, the Limit of a query that has
+// none; its lease; whether it has a WEBHOOK_URL endpoint.
+type claimant struct {
+	*outbox.Store
+	batch int
+	lease time.Duration
+	env   bool
+}
+
+func newClaimant(t testing.TB, db *testdb.DB, batch int, lease time.Duration, env bool) claimant {
 	t.Helper()
-	db := testdb.New(t)
-	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: batch, Lease: lease, EnvEndpoint: true})
+	s, err := outbox.New(db.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, db
+	return claimant{Store: s, batch: batch, lease: lease, env: env}
 }
 
-func TestNewValidates(t *testing.T) {
+// query is q as the dispatcher asks it: Limit (the batch size if q has
+// none), Lease and Env filled in.
+func (c claimant) query(q webhook.Query) webhook.Query {
+	if q.Limit <= 0 {
+		q.Limit = c.batch
+	}
+	q.Lease, q.Env = c.lease, c.env
+	return q
+}
+
+// claimSetup returns a claimant of batch and lease with a WEBHOOK_URL
+// endpoint, over a fresh migrated database.
+func claimSetup(t *testing.T, batch int, lease time.Duration) (claimant, *testdb.DB) {
+	t.Helper()
+	db := testdb.New(t)
+	return newClaimant(t, db, batch, lease, true), db
+}
+
+func TestNewNeedsAPool(t *testing.T) {
 	t.Parallel()
-	if _, err := claimer.New(claimer.Config{}); err == nil || !strings.Contains(err.Error(), "Pool") {
-		t.Fatalf("want error naming Pool, got %v", err)
-	}
-	db := testdb.New(t)
-	if _, err := claimer.New(claimer.Config{Pool: db.Pool, Lease: time.Microsecond}); err == nil || !strings.Contains(err.Error(), "Lease") {
-		t.Fatalf("want error naming Lease, got %v", err)
+	if _, err := outbox.New(nil); err == nil || !strings.Contains(err.Error(), "pool") {
+		t.Fatalf("want error naming the pool, got %v", err)
 	}
 }
 
-func claim(t *testing.T, c *claimer.Claimer, limit int) []claimer.Row {
+// claim claims up to limit rows (0: the batch size).
+func claim(t *testing.T, c claimant, limit int) []webhook.Delivery {
 	t.Helper()
-	b, err := c.Claim(context.Background(), claimer.Query{Limit: limit})
+	return claimQ(t, c, webhook.Query{Limit: limit}).Rows
+}
+
+// claimQ claims c.query(q).
+func claimQ(t *testing.T, c claimant, q webhook.Query) webhook.Batch {
+	t.Helper()
+	b, err := c.Claim(context.Background(), c.query(q))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Rows
+	return b
 }
 
-func record(t *testing.T, c *claimer.Claimer, outcomes ...claimer.Outcome) []bool {
+// write records outcomes and returns which were written.
+func write(t *testing.T, c claimant, outcomes ...webhook.Outcome) []bool {
 	t.Helper()
 	written, err := c.Record(context.Background(), outcomes)
 	if err != nil {
@@ -51,8 +83,8 @@ func record(t *testing.T, c *claimer.Claimer, outcomes ...claimer.Outcome) []boo
 
 // outcome is r's outcome of kind k, fenced as the completer fences it (a
 // fanned-out delivery without a row of its own by its event's lease).
-func outcome(r claimer.Row, k claimer.Kind) claimer.Outcome {
-	return claimer.Outcome{ID: r.ID, Token: r.Token, Kind: k, Event: r.Event, EndpointID: r.EndpointID}
+func outcome(r webhook.Delivery, k webhook.Kind) webhook.Outcome {
+	return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: k, Event: r.Event, EndpointID: r.EndpointID}
 }
 
 func TestClaim(t *testing.T) {
@@ -61,7 +93,7 @@ func TestClaim(t *testing.T) {
 
 	t.Run("oldest first, at most BatchSize, leased, committed at once", func(t *testing.T) {
 		t.Parallel()
-		c, db := setup(t, 3, time.Minute)
+		c, db := claimSetup(t, 3, time.Minute)
 		ids := db.Insert(t, "stream.updated", `{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`)
 		rows := claim(t, c, 0)
 		if len(rows) != 3 || rows[0].ID != ids[0] || rows[1].ID != ids[1] || rows[2].ID != ids[2] {
@@ -92,13 +124,13 @@ func TestClaim(t *testing.T) {
 
 	t.Run("an expired lease is claimed again and counted", func(t *testing.T) {
 		t.Parallel()
-		c, db := setup(t, 5, 50*time.Millisecond)
+		c, db := claimSetup(t, 5, 50*time.Millisecond)
 		db.Insert(t, "e", `{}`)
 		first := claim(t, c, 0)
 		if len(first) != 1 {
 			t.Fatalf("claimed %d", len(first))
 		}
-		var again []claimer.Row
+		var again []webhook.Delivery
 		deadline := time.Now().Add(10 * time.Second)
 		for len(again) == 0 && time.Now().Before(deadline) {
 			again = claim(t, c, 0)
@@ -111,28 +143,28 @@ func TestClaim(t *testing.T) {
 		}
 		// The fence: the first holder's outcome is refused, the second's
 		// written.
-		if w := record(t, c, outcome(first[0], claimer.Done)); w[0] {
+		if w := write(t, c, outcome(first[0], webhook.Done)); w[0] {
 			t.Fatal("outcome of an expired lease written")
 		}
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE processed"); n != 0 {
 			t.Fatal("the fenced outcome marked the row")
 		}
-		if w := record(t, c, outcome(again[0], claimer.Done)); !w[0] {
+		if w := write(t, c, outcome(again[0], webhook.Done)); !w[0] {
 			t.Fatal("outcome of the live lease refused")
 		}
 	})
 
 	t.Run("concurrent claims are disjoint", func(t *testing.T) {
 		t.Parallel()
-		c, db := setup(t, 5, time.Minute)
+		c, db := claimSetup(t, 5, time.Minute)
 		db.Insert(t, "e", `{}`, `{}`, `{}`, `{}`, `{}`, `{}`, `{}`)
 		type res struct {
-			rows []claimer.Row
+			rows []webhook.Delivery
 			err  error
 		}
 		out := make(chan res, 4)
 		for range 4 {
-			go func() { b, err := c.Claim(ctx, claimer.Query{}); out <- res{b.Rows, err} }()
+			go func() { b, err := c.Claim(ctx, c.query(webhook.Query{})); out <- res{b.Rows, err} }()
 		}
 		seen := map[int64]bool{}
 		for range 4 {
@@ -151,7 +183,7 @@ func TestClaim(t *testing.T) {
 		// by the others meanwhile, and taken by the next claim: claims go
 		// on until none finds a row, still never one row twice.
 		for range 7 {
-			b, err := c.Claim(ctx, claimer.Query{})
+			b, err := c.Claim(ctx, c.query(webhook.Query{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +204,7 @@ func TestClaim(t *testing.T) {
 
 	t.Run("future rows wait and NextDue reports them", func(t *testing.T) {
 		t.Parallel()
-		c, db := setup(t, 5, time.Minute)
+		c, db := claimSetup(t, 5, time.Minute)
 		if _, ok, err := c.NextDue(ctx); ok || err != nil {
 			t.Fatalf("empty table: ok=%v err=%v", ok, err)
 		}
@@ -193,19 +225,19 @@ func TestClaim(t *testing.T) {
 func TestRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, db := setup(t, 10, time.Minute)
+	c, db := claimSetup(t, 10, time.Minute)
 	db.Insert(t, "e", `{"k":"done"}`, `{"k":"retry"}`, `{"k":"defer"}`, `{"k":"dead"}`, `{"k":"dead0"}`, `{"k":"release"}`)
 	rows := claim(t, c, 0)
 	if len(rows) != 6 {
 		t.Fatalf("claimed %d", len(rows))
 	}
-	written := record(t, c,
-		outcome(rows[0], claimer.Done),
-		claimer.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: claimer.Retry, Attempt: 2, Delay: time.Hour},
-		claimer.Outcome{ID: rows[2].ID, Token: rows[2].Token, Kind: claimer.Defer, Attempt: 1, Delay: 2 * time.Hour},
-		claimer.Outcome{ID: rows[3].ID, Token: rows[3].Token, Kind: claimer.Dead, Attempt: 1, Status: 410, Error: "http 410"},
-		claimer.Outcome{ID: rows[4].ID, Token: rows[4].Token, Kind: claimer.Dead, Attempt: 3, Error: "timeout after 10s"},
-		outcome(rows[5], claimer.Release),
+	written := write(t, c,
+		outcome(rows[0], webhook.Done),
+		webhook.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: webhook.Retry, Attempt: 2, Delay: time.Hour},
+		webhook.Outcome{ID: rows[2].ID, Token: rows[2].Token, Kind: webhook.Defer, Attempt: 1, Delay: 2 * time.Hour},
+		webhook.Outcome{ID: rows[3].ID, Token: rows[3].Token, Kind: webhook.Dead, Attempt: 1, Status: 410, Error: "http 410"},
+		webhook.Outcome{ID: rows[4].ID, Token: rows[4].Token, Kind: webhook.Dead, Attempt: 3, Error: "timeout after 10s"},
+		outcome(rows[5], webhook.Release),
 	)
 	for i, w := range written {
 		if !w {
@@ -241,7 +273,7 @@ func TestRecord(t *testing.T) {
 	}
 	// A second write of the same outcomes is refused by the fence: nothing
 	// is marked, retried or dead-lettered twice.
-	if w := record(t, c, outcome(rows[0], claimer.Done), claimer.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: claimer.Retry, Attempt: 2}); w[0] || w[1] {
+	if w := write(t, c, outcome(rows[0], webhook.Done), webhook.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: webhook.Retry, Attempt: 2}); w[0] || w[1] {
 		t.Fatalf("second write accepted: %v", w)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE payload->>'k' = 'retry'"); n != 2 {
@@ -252,12 +284,12 @@ func TestRecord(t *testing.T) {
 func TestRecordFailureKeepsRowsPending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, db := setup(t, 10, time.Minute)
+	c, db := claimSetup(t, 10, time.Minute)
 	db.Insert(t, "e", `{}`)
 	rows := claim(t, c, 0)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.Record(cctx, []claimer.Outcome{outcome(rows[0], claimer.Done)}); err == nil {
+	if _, err := c.Record(cctx, []webhook.Outcome{outcome(rows[0], webhook.Done)}); err == nil {
 		t.Fatal("record with a cancelled context succeeded")
 	}
 	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed"); n != 1 {
@@ -272,16 +304,16 @@ func TestRecordFailureKeepsRowsPending(t *testing.T) {
 func TestRecordKeepsErrorsThatAreNotText(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, db := setup(t, 10, time.Minute)
+	c, db := claimSetup(t, 10, time.Minute)
 	db.Insert(t, "e", `{"k":"dead"}`, `{"k":"done"}`)
 	rows := claim(t, c, 0)
 	if len(rows) != 2 {
 		t.Fatalf("claimed %d", len(rows))
 	}
-	written := record(t, c,
-		claimer.Outcome{ID: rows[0].ID, Token: rows[0].Token, Kind: claimer.Dead, Attempt: 1, Status: 500, Error: "http 500: \xff\xfe\x00bad",
-			Health: claimer.Failing, AttemptClass: "permanent", AttemptError: "read \x00\xc3(", Started: time.Now()},
-		claimer.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: claimer.Done, Health: claimer.Healthy, Started: time.Now()},
+	written := write(t, c,
+		webhook.Outcome{ID: rows[0].ID, Token: rows[0].Token, Kind: webhook.Dead, Attempt: 1, Status: 500, Error: "http 500: \xff\xfe\x00bad",
+			Health: webhook.Failing, AttemptClass: "permanent", AttemptError: "read \x00\xc3(", Started: time.Now()},
+		webhook.Outcome{ID: rows[1].ID, Token: rows[1].Token, Kind: webhook.Done, Health: webhook.Healthy, Started: time.Now()},
 	)
 	if !written[0] || !written[1] {
 		t.Fatalf("written %v, want both", written)

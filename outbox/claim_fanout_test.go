@@ -1,4 +1,4 @@
-package claimer_test
+package outbox_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxora/webhook-worker/claimer"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 func newEndpoint(t *testing.T, db *testdb.DB, name string, events ...string) string {
@@ -24,28 +24,16 @@ func newEndpoint(t *testing.T, db *testdb.DB, name string, events ...string) str
 	return id
 }
 
-// fanSetup returns a claimer of batch 10 without a WEBHOOK_URL endpoint
+// fanSetup returns a claimant of batch 10 without a WEBHOOK_URL endpoint
 // and its database, with n endpoints k0… subscribed to every type.
-func fanSetup(t *testing.T, n int) (*claimer.Claimer, *testdb.DB) {
+func fanSetup(t *testing.T, n int) (claimant, *testdb.DB) {
 	t.Helper()
 	db := testdb.New(t)
-	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClaimant(t, db, 10, 30*time.Second, false)
 	for i := range n {
 		newEndpoint(t, db, "k"+strconv.Itoa(i))
 	}
 	return c, db
-}
-
-func claimQ(t *testing.T, c *claimer.Claimer, q claimer.Query) claimer.Batch {
-	t.Helper()
-	b, err := c.Claim(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func TestFanOut(t *testing.T) {
@@ -54,10 +42,7 @@ func TestFanOut(t *testing.T) {
 	t.Run("once per event, to subscribed enabled endpoints, in one statement", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newClaimant(t, db, 100, 30*time.Second, false)
 		a := newEndpoint(t, db, "a", "x")
 		newEndpoint(t, db, "b")
 		off := newEndpoint(t, db, "off")
@@ -70,7 +55,7 @@ func TestFanOut(t *testing.T) {
 		// are leased by the same claim, without rows of their own yet: the
 		// events are leased, and processed (no WEBHOOK_URL endpoint) once
 		// every delivery's outcome is written; never fanned out again.
-		b := claimQ(t, c, claimer.Query{})
+		b := claimQ(t, c, webhook.Query{})
 		if b.FannedOut != 2 || b.Deliveries != 3 || b.Fresh != 3 || len(b.Rows) != 3 || b.Taken != 2 || b.More || len(b.Unrouted) != 0 {
 			t.Fatalf("first claim: %+v", b)
 		}
@@ -90,11 +75,11 @@ func TestFanOut(t *testing.T) {
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL"); n != 0 {
 			t.Fatalf("%d delivery rows written before their outcomes", n)
 		}
-		if b := claimQ(t, c, claimer.Query{}); b.Taken != 0 || len(b.Rows) != 0 {
+		if b := claimQ(t, c, webhook.Query{}); b.Taken != 0 || len(b.Rows) != 0 {
 			t.Fatalf("claim while the fan-out is in flight took %+v", b)
 		}
 		for _, r := range b.Rows {
-			record(t, c, outcome(r, claimer.Done))
+			write(t, c, outcome(r, webhook.Done))
 		}
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL AND processed AND attempt = 1"); n != 3 {
 			t.Fatalf("%d delivery rows in the history, want 3", n)
@@ -102,7 +87,7 @@ func TestFanOut(t *testing.T) {
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NULL AND processed AND fanout IN (1, 2)"); n != 2 {
 			t.Fatalf("%d events recorded fanned out", n)
 		}
-		if b := claimQ(t, c, claimer.Query{}); b.Taken != 0 || len(b.Rows) != 0 {
+		if b := claimQ(t, c, webhook.Query{}); b.Taken != 0 || len(b.Rows) != 0 {
 			t.Fatalf("second claim took %+v", b)
 		}
 	})
@@ -110,14 +95,11 @@ func TestFanOut(t *testing.T) {
 	t.Run("deliveries beyond an endpoint's room or the limit are left pending", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newClaimant(t, db, 100, 30*time.Second, false)
 		a := newEndpoint(t, db, "a")
 		newEndpoint(t, db, "b")
 		db.Insert(t, "x", `{}`, `{}`, `{}`)
-		b := claimQ(t, c, claimer.Query{Room: map[string]int{a: 2}, DefaultRoom: 1})
+		b := claimQ(t, c, webhook.Query{Room: map[string]int{a: 2}, DefaultRoom: 1})
 		if b.FannedOut != 3 || b.Deliveries != 6 || b.Fresh != 3 || len(b.Rows) != 3 || !b.More {
 			t.Fatalf("first claim: %+v", b)
 		}
@@ -131,11 +113,11 @@ func TestFanOut(t *testing.T) {
 		if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id IS NOT NULL AND NOT processed AND lease_token IS NULL"); n != 3 {
 			t.Fatalf("%d deliveries left pending, want 3", n)
 		}
-		b = claimQ(t, c, claimer.Query{Limit: 2})
+		b = claimQ(t, c, webhook.Query{Limit: 2})
 		if len(b.Rows) != 2 || b.Fresh != 0 || b.Taken != 2 {
 			t.Fatalf("second claim (limit 2): %+v", b)
 		}
-		if b := claimQ(t, c, claimer.Query{}); len(b.Rows) != 1 {
+		if b := claimQ(t, c, webhook.Query{}); len(b.Rows) != 1 {
 			t.Fatalf("third claim: %+v", b)
 		}
 	})
@@ -143,10 +125,7 @@ func TestFanOut(t *testing.T) {
 	t.Run("with only the WEBHOOK_URL endpoint, events are taken only as its room allows, after its pending deliveries", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 100, EnvEndpoint: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newClaimant(t, db, 100, 30*time.Second, true)
 		for range 30 {
 			db.Insert(t, "x", `{}`)
 		}
@@ -156,7 +135,7 @@ func TestFanOut(t *testing.T) {
 		// The event row is the endpoint's delivery: one it cannot lease
 		// now is left an event, not updated twice (fanned out, then
 		// leased by a later claim).
-		if b := claimQ(t, c, claimer.Query{EnvRoom: 10}); len(b.Rows) != 10 || b.FannedOut != 10 || !b.More {
+		if b := claimQ(t, c, webhook.Query{EnvRoom: 10}); len(b.Rows) != 10 || b.FannedOut != 10 || !b.More {
 			t.Fatalf("claim with room for 10: %d rows, taken %d, fanned out %d, more %v", len(b.Rows), b.Taken, b.FannedOut, b.More)
 		}
 		if n := unfanned(); n != 20 {
@@ -164,7 +143,7 @@ func TestFanOut(t *testing.T) {
 		}
 		// At its cap, the claim touches no event and says nothing is left
 		// that it could take (a slot given back claims again).
-		if b := claimQ(t, c, claimer.Query{SkipEnv: true}); b.Taken != 0 || b.FannedOut != 0 || b.More {
+		if b := claimQ(t, c, webhook.Query{SkipEnv: true}); b.Taken != 0 || b.FannedOut != 0 || b.More {
 			t.Fatalf("claim at its cap: %d rows, taken %d, fanned out %d, more %v", len(b.Rows), b.Taken, b.FannedOut, b.More)
 		}
 		if n := unfanned(); n != 20 {
@@ -176,7 +155,7 @@ func TestFanOut(t *testing.T) {
 		if _, err := db.Pool.Exec(context.Background(), "UPDATE webhook_outbox SET locked_until = NULL, lease_token = NULL WHERE fanout IS NOT NULL AND NOT processed"); err != nil {
 			t.Fatal(err)
 		}
-		if b := claimQ(t, c, claimer.Query{Limit: 15}); len(b.Rows) != 15 || b.Taken != 15 || b.FannedOut != 5 {
+		if b := claimQ(t, c, webhook.Query{Limit: 15}); len(b.Rows) != 15 || b.Taken != 15 || b.FannedOut != 5 {
 			t.Fatalf("claim of 15 beside 10 pending deliveries: %d rows, taken %d, fanned out %d, more %v", len(b.Rows), b.Taken, b.FannedOut, b.More)
 		}
 		if n := unfanned(); n != 15 {
@@ -192,7 +171,7 @@ func TestFanOut(t *testing.T) {
 		}
 		// A claim of ten fans out one event, all ten of its deliveries
 		// leased; the other five events are left as they were.
-		b := claimQ(t, c, claimer.Query{DefaultRoom: 25})
+		b := claimQ(t, c, webhook.Query{DefaultRoom: 25})
 		if b.FannedOut != 1 || b.Deliveries != 10 || b.Fresh != 10 || len(b.Rows) != 10 || !b.More {
 			t.Fatalf("claim of 10: %+v", b)
 		}
@@ -210,13 +189,13 @@ func TestFanOut(t *testing.T) {
 			t.Fatalf("%d events untouched, want 5", n)
 		}
 		// A claim of forty: four events, forty deliveries, all leased.
-		b = claimQ(t, c, claimer.Query{Limit: 40, DefaultRoom: 25})
+		b = claimQ(t, c, webhook.Query{Limit: 40, DefaultRoom: 25})
 		if b.FannedOut != 4 || b.Deliveries != 40 || b.Fresh != 40 || len(b.Rows) != 40 {
 			t.Fatalf("claim of 40: %+v", b)
 		}
 		// A claim smaller than one event's fan-out still fans it out (fan-out
 		// never stalls): what does not fit is left pending.
-		b = claimQ(t, c, claimer.Query{Limit: 3, DefaultRoom: 25})
+		b = claimQ(t, c, webhook.Query{Limit: 3, DefaultRoom: 25})
 		if b.FannedOut != 1 || b.Deliveries != 10 || b.Fresh != 3 || !b.More {
 			t.Fatalf("claim of 3: %+v", b)
 		}
@@ -231,7 +210,7 @@ func TestFanOut(t *testing.T) {
 		db.Insert(t, "x", `{}`)
 		// One event fits a claim of ten; More would cost an empty claim
 		// (and the hush's busy) for every event of a sparse stream.
-		if b := claimQ(t, c, claimer.Query{DefaultRoom: 25}); b.FannedOut != 1 || b.Fresh != 10 || b.More {
+		if b := claimQ(t, c, webhook.Query{DefaultRoom: 25}); b.FannedOut != 1 || b.Fresh != 10 || b.More {
 			t.Fatalf("claim: %+v", b)
 		}
 	})
@@ -245,7 +224,7 @@ func TestFanOut(t *testing.T) {
 			db.Insert(t, "x", `{}`)
 			db.Insert(t, "y", `{}`)
 		}
-		b := claimQ(t, c, claimer.Query{DefaultRoom: 25})
+		b := claimQ(t, c, webhook.Query{DefaultRoom: 25})
 		if b.FannedOut != 10 || b.Deliveries != 10 || b.Fresh != 10 || !b.More {
 			t.Fatalf("claim: %+v", b)
 		}
@@ -257,7 +236,7 @@ func TestFanOut(t *testing.T) {
 		newEndpoint(t, db, "a")
 		b := newEndpoint(t, db, "b")
 		db.Insert(t, "x", `{}`, `{}`, `{}`)
-		got := claimQ(t, c, claimer.Query{Limit: 2, Skip: []string{b}, DefaultRoom: 25})
+		got := claimQ(t, c, webhook.Query{Limit: 2, Skip: []string{b}, DefaultRoom: 25})
 		if got.FannedOut != 2 || got.Deliveries != 4 || got.Fresh != 2 || !got.More {
 			t.Fatalf("claim: %+v", got)
 		}
@@ -274,13 +253,10 @@ func TestFanOut(t *testing.T) {
 	t.Run("with a WEBHOOK_URL endpoint the event row is its delivery", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, EnvEndpoint: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newClaimant(t, db, 10, 30*time.Second, true)
 		newEndpoint(t, db, "b")
 		db.Insert(t, "x", `{}`)
-		b := claimQ(t, c, claimer.Query{})
+		b := claimQ(t, c, webhook.Query{})
 		if len(b.Rows) != 2 || b.Rows[0].EndpointID != "" || b.Deliveries != 1 || b.Fresh != 1 || b.FannedOut != 1 {
 			t.Fatalf("claim: %+v", b)
 		}
@@ -289,8 +265,8 @@ func TestFanOut(t *testing.T) {
 			t.Fatalf("endpoint delivery reuses the event's id")
 		}
 		// Its retry is the same delivery, never fanned out again.
-		record(t, c, claimer.Outcome{ID: event.ID, Token: event.Token, Kind: claimer.Retry, Attempt: 2})
-		b = claimQ(t, c, claimer.Query{})
+		write(t, c, webhook.Outcome{ID: event.ID, Token: event.Token, Kind: webhook.Retry, Attempt: 2})
+		b = claimQ(t, c, webhook.Query{})
 		if len(b.Rows) != 1 || b.FannedOut != 0 {
 			t.Fatalf("second claim: %+v", b)
 		}
@@ -307,10 +283,7 @@ func TestFanOut(t *testing.T) {
 	t.Run("concurrent claims fan out each event exactly once", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newClaimant(t, db, 3, 30*time.Second, false)
 		for _, n := range []string{"p", "q", "r"} {
 			newEndpoint(t, db, n)
 		}
@@ -321,14 +294,14 @@ func TestFanOut(t *testing.T) {
 		for range 8 {
 			go func() {
 				for {
-					b, err := c.Claim(context.Background(), claimer.Query{})
+					b, err := c.Claim(context.Background(), c.query(webhook.Query{}))
 					if err != nil || b.Taken == 0 {
 						errs <- err
 						return
 					}
-					outcomes := make([]claimer.Outcome, len(b.Rows))
+					outcomes := make([]webhook.Outcome, len(b.Rows))
 					for i, r := range b.Rows {
-						outcomes[i] = outcome(r, claimer.Done)
+						outcomes[i] = outcome(r, webhook.Done)
 					}
 					if _, err := c.Record(context.Background(), outcomes); err != nil {
 						errs <- err
@@ -353,13 +326,10 @@ func TestFanOut(t *testing.T) {
 	t.Run("unrouted events are recorded processed with fanout 0", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newClaimant(t, db, 10, 30*time.Second, false)
 		newEndpoint(t, db, "a", "x")
 		db.Insert(t, "y", `{}`, `{}`)
-		b := claimQ(t, c, claimer.Query{})
+		b := claimQ(t, c, webhook.Query{})
 		if len(b.Unrouted) != 2 || b.Unrouted[0] != "y" || b.Deliveries != 0 || b.Taken != 2 {
 			t.Fatalf("claim: %+v", b)
 		}
@@ -371,21 +341,18 @@ func TestFanOut(t *testing.T) {
 	t.Run("skipped endpoints' rows stay pending; events are fanned out anyway", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t)
-		c, err := claimer.New(claimer.Config{Pool: db.Pool, EnvEndpoint: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newClaimant(t, db, 10, 30*time.Second, true)
 		busy := newEndpoint(t, db, "busy")
 		newEndpoint(t, db, "free")
 		db.Insert(t, "x", `{}`)
-		b := claimQ(t, c, claimer.Query{Skip: []string{busy}, SkipEnv: true})
+		b := claimQ(t, c, webhook.Query{Skip: []string{busy}, SkipEnv: true})
 		if len(b.Rows) != 1 || b.Rows[0].EndpointName != "free" || b.FannedOut != 1 || b.Deliveries != 2 || b.Fresh != 1 {
 			t.Fatalf("claim: %+v", b)
 		}
-		if b := claimQ(t, c, claimer.Query{Skip: []string{busy}, SkipEnv: true}); len(b.Rows) != 0 {
+		if b := claimQ(t, c, webhook.Query{Skip: []string{busy}, SkipEnv: true}); len(b.Rows) != 0 {
 			t.Fatalf("second claim: %+v", b)
 		}
-		b = claimQ(t, c, claimer.Query{})
+		b = claimQ(t, c, webhook.Query{})
 		if len(b.Rows) != 2 {
 			t.Fatalf("unskipped claim: %+v", b)
 		}
@@ -397,10 +364,7 @@ func TestFanOut(t *testing.T) {
 func TestRecordEndpointHealth(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	c, err := claimer.New(claimer.Config{Pool: db.Pool, BatchSize: 10, Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClaimant(t, db, 10, time.Minute, false)
 	id := newEndpoint(t, db, "h")
 	health := func() (failing bool, lastErr string) {
 		var since *time.Time
@@ -413,23 +377,23 @@ func TestRecordEndpointHealth(t *testing.T) {
 		}
 		return since != nil, lastErr
 	}
-	round := func(h claimer.Health, kind claimer.Kind) {
+	round := func(h webhook.Health, kind webhook.Kind) {
 		t.Helper()
 		db.Insert(t, "x", `{}`)
-		b := claimQ(t, c, claimer.Query{}) // fanned out and leased at once
+		b := claimQ(t, c, webhook.Query{}) // fanned out and leased at once
 		if len(b.Rows) != 1 {
 			t.Fatalf("claim: %+v", b)
 		}
 		r := b.Rows[0]
 		o := outcome(r, kind)
 		o.Attempt, o.Status, o.Error, o.Health = 1, 503, "http 503", h
-		record(t, c, o)
+		write(t, c, o)
 	}
-	round(claimer.Failing, claimer.Dead)
+	round(webhook.Failing, webhook.Dead)
 	if failing, e := health(); !failing || e != "http 503" {
 		t.Fatalf("after a failure: failing %v, last error %q", failing, e)
 	}
-	round(claimer.Healthy, claimer.Done)
+	round(webhook.Healthy, webhook.Done)
 	if failing, e := health(); failing || e != "http 503" {
 		t.Fatalf("after a success: failing %v, last error %q (kept)", failing, e)
 	}
