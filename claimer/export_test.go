@@ -2,8 +2,5 @@ package claimer
 
 import "github.com/fluxora/webhook-worker/outbox"
 
-// The statements, for the plan tests.
-const (
-	ClaimSQL  = outbox.ClaimSQL
-	RecordSQL = outbox.RecordSQL
-)
+// RecordSQL is the outcome write, for the plan tests.
+const RecordSQL = outbox.RecordSQL
