@@ -400,9 +400,8 @@ func TestFanOutInFlightTakenOverKeepsItsDeliveries(t *testing.T) {
 
 // A fan-out in flight left behind by a configuration with endpoints (its
 // lease ended), claimed by a worker that now has only the WEBHOOK_URL
-// endpoint and no enabled endpoint in the table: the plain path leaves it
-// to the full claim, which makes the delivery still owed to the endpoint
-// disabled since (taken, for the worker to dead-letter it) beside the
+// endpoint and no enabled endpoint in the table: the fan-out step still
+// makes the delivery owed to the endpoint disabled since (taken, for the worker to dead-letter it) beside the
 // WEBHOOK_URL endpoint's.
 func TestFanOutInFlightLeftToTheURLEndpoint(t *testing.T) {
 	t.Parallel()

@@ -283,7 +283,6 @@ func interleavings(t *testing.T, endpoints bool) {
 	for _, e := range append(l.errs, l.inEventOrder()...) {
 		t.Error(e)
 	}
-	// With endpoints the plain path is never open; without, it is.
 	// A lane's deliveries are in sequence order, each once; only a
 	// replayed dead letter of a 'move-on' lane comes back after later ones
 	// (a 'hold' lane waits for it).
