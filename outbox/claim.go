@@ -16,38 +16,24 @@ import (
 // nextDueMaxMS caps what NextDue returns: a day, in milliseconds.
 const nextDueMaxMS = 24 * 60 * 60 * 1000
 
-// Claim leases due rows (see webhook.Query and ClaimSQL), fanning out the
-// events among them, in one statement and one round trip. It returns an
-// empty Batch and no error when nothing is due.
+// Claim leases due rows (see webhook.Query), fanning out the events among
+// them: the statements claim_queues, claim_events and claim_fan_out
+// (queries/claim.sql), sent together in one round trip and run in one
+// transaction. It returns an empty Batch and no error when nothing is due.
 func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, error) {
-	type claimed struct {
-		b      webhook.Batch
-		tokens []webhook.Token
-	}
-	// The plain path is tried while the claims find it open: it says so
-	// also when nothing is due (its status row), so that an empty claim is
-	// one statement. Closed, it takes nothing, and the claim runs.
-	c, err := retryMoved(ctx, func() (claimed, error) {
-		if q.Env && !q.SkipEnv && s.plain.Load() {
-			b, tokens, open, err := s.claim(ctx, plainClaimStmt, q)
-			if err != nil || open {
-				s.plain.Store(err == nil)
-				return claimed{b, tokens}, err
-			}
-		}
-		b, tokens, plain, err := s.claim(ctx, claimStmt, q)
-		s.plain.Store(plain)
-		return claimed{b, tokens}, err
-	})
+	rows, err := retryMoved(ctx, func() ([]claimRow, error) { return s.claimRows(ctx, q) })
 	if err != nil {
 		return webhook.Batch{}, err
 	}
-	b := c.b
+	b, tokens, err := batchOf(rows, q)
+	if err != nil {
+		return webhook.Batch{}, err
+	}
 	// Pending deliveries of this fan-out are due at once.
 	b.More = b.More || b.Deliveries > b.Fresh
 	if len(b.Broken) > 0 {
 		// Its batch mates are leased already and go on.
-		b.BrokenErr = s.deadLetterBroken(ctx, b.Broken, c.tokens)
+		b.BrokenErr = s.deadLetterBroken(ctx, b.Broken, tokens)
 	}
 	// UPDATE … RETURNING has no order of its own.
 	slices.SortFunc(b.Rows, func(a, b webhook.Delivery) int {
@@ -56,95 +42,159 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 	return b, nil
 }
 
-// claimStmt and plainClaimStmt are ClaimSQL and PlainClaimSQL with their
-// arguments numbered.
-var (
-	claimStmt      = mustNamed(ClaimSQL)
-	plainClaimStmt = mustNamed(PlainClaimSQL)
+// The claim's steps, in the order they run.
+var claimSteps = []named{statement("claim_queues"), statement("claim_events"), statement("claim_fan_out")}
+
+// claimRow is a row of a claim's step: what became of a delivery or an
+// event (State), and the delivery as the worker needs it.
+type claimRow struct {
+	ID             int64              `db:"id"`
+	Token          webhook.Token      `db:"lease_token"`
+	DeliveryID     string             `db:"delivery_id"`
+	EventType      string             `db:"event_type"`
+	Payload        []byte             `db:"payload"`
+	Headers        []byte             `db:"headers"`
+	Attempt        int                `db:"attempt"`
+	CreatedAt      pgtype.Timestamptz `db:"created_at"`
+	Reclaimed      bool               `db:"reclaimed"`
+	OrderingKey    string             `db:"ordering_key"`
+	Sequence       int64              `db:"ordering_seq"`
+	Event          int64              `db:"event"`
+	State          string             `db:"state"`
+	Fanout         int                `db:"fanout"`
+	EndpointID     string             `db:"endpoint_id"`
+	EndpointName   string             `db:"endpoint_name"`
+	URL            string             `db:"url"`
+	Secret         string             `db:"secret"`
+	Enabled        bool               `db:"enabled"`
+	DisabledReason string             `db:"disabled_reason"`
+	RetryRPS       int                `db:"retry_rps"`
+	PreviousSecret string             `db:"previous_secret"`
+	PreviousUntil  pgtype.Timestamptz `db:"previous_until"`
+	More           bool               `db:"more"`
+}
+
+// The states of a claimRow.
+const (
+	// stateQueue: a delivery of an endpoint's queue, leased.
+	stateQueue = "queue"
+	// stateFresh: a delivery this claim made, leased.
+	stateFresh = "fresh"
+	// stateEventLeased: an event fanned out whose own row is the
+	// WEBHOOK_URL endpoint's delivery, leased.
+	stateEventLeased = "event_leased"
+	// stateEvent: an event fanned out (or unrouted: fanout 0), its row not
+	// leased.
+	stateEvent = "event"
+	// stateEventInFlight: an event leased whole, a fan-out in flight: its
+	// deliveries (stateFresh, Event its id) share its payload and headers.
+	stateEventInFlight = "event_in_flight"
+	// stateToFanOut: an event claim_events handed to claim_fan_out, which
+	// returns it again.
+	stateToFanOut = "to_fan_out"
 )
 
-// claim runs a claim statement (ClaimSQL or PlainClaimSQL) once and reads
-// its rows; the tokens are those of the batch's broken rows, plain is the
-// statement's plain column (false without rows; PlainClaimSQL's status row
-// says it when it took nothing).
-func (s *Store) claim(ctx context.Context, stmt named, q webhook.Query) (b webhook.Batch, brokenTokens []webhook.Token, plain bool, err error) {
-	args, err := stmt.args(claimArgs(q))
-	if err != nil {
-		return webhook.Batch{}, nil, false, fmt.Errorf("claim: %w", err)
+// claimRows runs the claim's steps and returns their rows.
+func (s *Store) claimRows(ctx context.Context, q webhook.Query) ([]claimRow, error) {
+	named := claimArgs(q)
+	batch := &pgx.Batch{}
+	for _, st := range claimSteps {
+		args, err := st.args(named)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		batch.Queue(st.sql, args...)
 	}
-	rows, err := s.pool.Query(ctx, stmt.sql, args...)
-	if err != nil {
-		return webhook.Batch{}, nil, false, fmt.Errorf("claim: %w", err)
+	br := s.pool.SendBatch(ctx, batch)
+	// Rows has room for the rows of a usual claim, not the whole Limit,
+	// which can be thousands of slots for one row.
+	out := make([]claimRow, 0, min(q.Limit, 128))
+	for range claimSteps {
+		rows, err := br.Query()
+		if err == nil {
+			out, err = pgx.AppendRows(out, rows, pgx.RowToStructByName[claimRow])
+		}
+		if err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("claim: %w", err)
+		}
 	}
-	// Rows has room for the rows of a usual claim: grown from nothing by
-	// append, it copied a claim's rows (300 bytes each) about twice. Not
-	// the whole Limit, which can be thousands of slots for one row.
-	b = webhook.Batch{Rows: make([]webhook.Delivery, 0, min(q.Limit, 128))}
-	var r webhook.Delivery
-	var leased, fan, fresh bool
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+// batchOf makes the Batch of a claim's rows; the tokens are those of the
+// batch's broken rows.
+func batchOf(rows []claimRow, q webhook.Query) (b webhook.Batch, brokenTokens []webhook.Token, err error) {
+	b = webhook.Batch{Rows: make([]webhook.Delivery, 0, len(rows))}
 	// The payload and headers of a fan-out in flight come once, on its
 	// event's row, for all its deliveries (which share them: read only).
 	type body struct{ payload, headers []byte }
 	var shared map[int64]body
-	var fanout int
-	var createdAt, prevUntil pgtype.Timestamptz
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Token, &r.DeliveryID, &r.EventType, &r.Payload, &r.Headers, &r.Attempt, &createdAt, &r.Reclaimed,
-		&r.EndpointID, &r.EndpointName, &r.URL, &r.Secret, &r.Enabled, &r.DisabledReason, &r.RetryRPS,
-		&r.PreviousSecret, &prevUntil, &leased, &fan, &fanout, &fresh, &b.More, &r.OrderingKey, &r.Sequence, &plain, &r.Event}, func() error {
-		if !leased && !fan {
-			// PlainClaimSQL's status row (open, nothing due): every row of
-			// a claim is leased or an event it fanned out. Not told by its
-			// id 0, which a producer may write.
-			return nil
+	for i := range rows {
+		r := &rows[i]
+		b.More = b.More || r.More
+		switch r.State {
+		case stateToFanOut:
+			continue
+		case stateFresh:
+			b.Fresh++
+		default:
+			b.Taken++
 		}
-		if fan && !leased && r.Payload != nil {
+		switch r.State {
+		case stateEvent, stateEventLeased, stateEventInFlight:
+			b.FannedOut++
+			b.Deliveries += r.Fanout
+			if q.Env {
+				b.Deliveries-- // the event row itself
+			}
+			if r.Fanout == 0 {
+				b.Unrouted = append(b.Unrouted, r.EventType)
+			}
+		}
+		if r.State == stateEventInFlight {
 			if shared == nil {
 				shared = map[int64]body{}
 			}
 			shared[r.ID] = body{r.Payload, r.Headers}
+			continue
 		}
-		if fresh {
-			b.Fresh++
-		} else {
-			b.Taken++
+		if r.State == stateEvent {
+			continue
 		}
-		if fan {
-			b.FannedOut++
-			b.Deliveries += fanout
-			if q.Env {
-				b.Deliveries-- // the event row itself
-			}
-			if fanout == 0 {
-				b.Unrouted = append(b.Unrouted, r.EventType)
-			}
+		d := r.delivery()
+		if err := decodeTimes(&d, r.CreatedAt, r.PreviousUntil); err != nil {
+			b.Broken = append(b.Broken, webhook.Broken{ID: r.ID, DeliveryID: r.DeliveryID, Reason: "the worker cannot handle this row: " + err.Error()})
+			brokenTokens = append(brokenTokens, r.Token)
+			continue
 		}
-		if leased {
-			if err := decodeTimes(&r, createdAt, prevUntil); err != nil {
-				b.Broken = append(b.Broken, webhook.Broken{ID: r.ID, DeliveryID: r.DeliveryID, Reason: "the worker cannot handle this row: " + err.Error()})
-				brokenTokens = append(brokenTokens, r.Token)
-			} else {
-				b.Rows = append(b.Rows, r)
-			}
-		}
-		r.Payload, r.Headers = nil, nil // the next row scans into fresh slices
-		return nil
-	})
-	if err != nil {
-		return webhook.Batch{}, nil, false, fmt.Errorf("claim: %w", err)
+		b.Rows = append(b.Rows, d)
 	}
 	for i := range b.Rows {
 		if ev := b.Rows[i].Event; ev != 0 {
 			e, ok := shared[ev]
 			if !ok {
-				return webhook.Batch{}, nil, false, fmt.Errorf("claim: delivery %s without its event's payload", b.Rows[i].DeliveryID)
+				return webhook.Batch{}, nil, fmt.Errorf("claim: delivery %s without its event's payload", b.Rows[i].DeliveryID)
 			}
 			b.Rows[i].Payload, b.Rows[i].Headers = e.payload, e.headers
 		}
 	}
-	return b, brokenTokens, plain, nil
+	return b, brokenTokens, nil
 }
 
-// claimArgs names ClaimSQL's parameters.
+// delivery is r as the worker delivers it (its times decoded apart).
+func (r *claimRow) delivery() webhook.Delivery {
+	return webhook.Delivery{ID: r.ID, Token: r.Token, DeliveryID: r.DeliveryID, EventType: r.EventType,
+		Payload: r.Payload, Headers: r.Headers, Attempt: r.Attempt, Reclaimed: r.Reclaimed,
+		OrderingKey: r.OrderingKey, Sequence: r.Sequence, Event: r.Event,
+		EndpointID: r.EndpointID, EndpointName: r.EndpointName, URL: r.URL, Secret: r.Secret, Enabled: r.Enabled,
+		DisabledReason: r.DisabledReason, RetryRPS: r.RetryRPS, PreviousSecret: r.PreviousSecret}
+}
+
+// claimArgs names the claim's parameters.
 func claimArgs(q webhook.Query) pgx.NamedArgs {
 	skip := q.Skip
 	if skip == nil {

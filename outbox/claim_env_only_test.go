@@ -10,13 +10,12 @@ import (
 	"github.com/fluxora/webhook-worker/webhook"
 )
 
-// With only the WEBHOOK_URL endpoint the claim skips the fan-out's
-// bookkeeping (outbox.ClaimSQL, plain). It must decide what the whole
-// fan-out decides: the same table, claimed once with no endpoint in the
-// table and once beside an enabled endpoint subscribed to another type
-// (which takes the general path and changes nothing for these events),
-// gives the same batch and leaves the same rows, for rooms and limits
-// below, at and above the events and pending deliveries there are.
+// An endpoint of the table that takes none of the events changes nothing
+// for the WEBHOOK_URL endpoint's deliveries: the same table, claimed once
+// with no endpoint in the table and once beside an enabled endpoint
+// subscribed to another type, gives the same batch and leaves the same
+// rows, for rooms and limits below, at and above the events and pending
+// deliveries there are.
 func TestClaimWithOnlyTheURLEndpointDecidesAsTheFanOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -52,8 +52,8 @@ func TestClaimCustomPlanStaysUnderTheJITThreshold(t *testing.T) {
 		"stuck skipped":                   {"env": "true", "env_room": "100", "skip": "'{" + stuck + "}'::uuid[]"},
 	} {
 		args["limit"], args["lease_ms"], args["room"], args["default_room"] = "100", "30000", "'{}'::jsonb", "25"
-		for stmt, text := range map[string]string{"ClaimSQL": outbox.ClaimSQL, "PlainClaimSQL": outbox.PlainClaimSQL} {
-			checkCost(t, conn, name+", "+stmt, text, args)
+		for _, step := range outbox.ClaimStatements() {
+			checkCost(t, conn, name+", "+step[0], step[1], args)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,9 +23,9 @@ FROM t`)
 		t.Fatalf("missing argument: %v, want an error naming @a", err)
 	}
 	// Every named argument of the worker's hot statements is numbered.
-	for _, s := range []string{ClaimSQL, PlainClaimSQL, RecordSQL, LockLanesSQL, PromoteSQL} {
-		if n := mustNamed(s); nameRE.MatchString(n.sql) || len(n.names) == 0 {
-			t.Errorf("%.40s…: left named arguments, or found none: %v", s, n.names)
+	for _, n := range append(slices.Clone(claimSteps), mustNamed(RecordSQL), mustNamed(LockLanesSQL), mustNamed(PromoteSQL)) {
+		if nameRE.MatchString(n.sql) || len(n.names) == 0 {
+			t.Errorf("%.40s…: left named arguments, or found none: %v", n.sql, n.names)
 		}
 	}
 }

@@ -20,13 +20,12 @@ import (
 // million rows.
 const backlogRows = 1_000_000
 
-// buffersOf runs the claim under EXPLAIN (ANALYZE, BUFFERS) in a
-// transaction it rolls back, and returns the shared buffers the whole
-// statement touched (hit and read) and the plan.
+// buffersOf runs the claim's steps under EXPLAIN (ANALYZE, BUFFERS) in a
+// transaction it rolls back, and returns the shared buffers they touched
+// (hit and read) and their plans.
 func buffersOf(t *testing.T, db *testdb.DB, args pgx.NamedArgs, planMode string) (int, string) {
 	t.Helper()
 	ctx := context.Background()
-	sql, lits := positional(t, outbox.ClaimSQL, args)
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -35,34 +34,40 @@ func buffersOf(t *testing.T, db *testdb.DB, args pgx.NamedArgs, planMode string)
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+planMode); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "PREPARE scale_chk AS "+sql); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) EXECUTE scale_chk("+lits+")")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "DEALLOCATE scale_chk"); err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
-	// The first Buffers line is the root node's: the whole statement.
-	m := regexp.MustCompile(`Buffers: shared((?: \w+=\d+)+)`).FindStringSubmatch(plan)
-	if m == nil {
-		t.Fatalf("no buffers in the plan:\n%s", plan)
-	}
 	total := 0
-	for _, kv := range strings.Fields(m[1]) {
-		if k, v, _ := strings.Cut(kv, "="); k == "hit" || k == "read" {
-			n, _ := strconv.Atoi(v)
-			total += n
+	var plans []string
+	for _, step := range outbox.ClaimStatements() {
+		sql, lits := positional(t, step[1], args)
+		if _, err := tx.Exec(ctx, "PREPARE scale_chk AS "+sql); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) EXECUTE scale_chk("+lits+")")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "DEALLOCATE scale_chk"); err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		plans = append(plans, step[0]+":\n"+plan)
+		// The first Buffers line is the root node's: the whole statement
+		// (none when it touched no buffer).
+		m := regexp.MustCompile(`Buffers: shared((?: \w+=\d+)+)`).FindStringSubmatch(plan)
+		if m == nil {
+			continue
+		}
+		for _, kv := range strings.Fields(m[1]) {
+			if k, v, _ := strings.Cut(kv, "="); k == "hit" || k == "read" {
+				n, _ := strconv.Atoi(v)
+				total += n
+			}
 		}
 	}
-	return total, plan
+	return total, strings.Join(plans, "\n")
 }
 
 // The claim schedules by endpoint: with a million due rows of an endpoint

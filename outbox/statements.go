@@ -20,7 +20,10 @@ var queryFiles embed.FS
 
 // parsed is a statement as its file holds it.
 type parsed struct {
-	file, name, text string
+	file, name string
+	// doc is the block's comment, without its "--"; text the statement,
+	// as sent.
+	doc, text string
 }
 
 // statements are the blocks of queryFiles by name.
@@ -82,8 +85,9 @@ func mustParseFiles(fsys fs.FS) map[string]parsed {
 }
 
 // parseBlocks splits a file into its statements. Lines before the first
-// "-- name:" line are the file's own comment. A block's text is its lines
-// up to the one that ends with ";" (which is dropped); anything but
+// "-- name:" line are the file's own comment. A block's comment lines
+// right after its name are its doc; its text the lines after them up to
+// the one that ends with ";" (which is dropped); anything but
 // comments and blank lines after it, before the next block, is an error,
 // as is a block without an end.
 func parseBlocks(file, src string) ([]parsed, error) {
@@ -109,6 +113,10 @@ func parseBlocks(file, src string) ([]parsed, error) {
 			if trimmed != "" && !strings.HasPrefix(trimmed, "--") {
 				return nil, fmt.Errorf("outbox: %s:%d: text outside a statement", file, i+1)
 			}
+			continue
+		}
+		if len(body) == 0 && strings.HasPrefix(trimmed, "--") {
+			cur.doc += strings.TrimSpace(strings.TrimPrefix(trimmed, "--")) + "\n"
 			continue
 		}
 		if strings.HasSuffix(trimmed, ";") && !strings.HasPrefix(trimmed, "--") {

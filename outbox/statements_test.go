@@ -23,8 +23,8 @@ SELECT ';' AS semi;
 	if len(got) != 2 || got[0].name != "one" || got[1].name != "two" {
 		t.Fatalf("blocks = %+v", got)
 	}
-	if want := "-- What one does.\nSELECT 1\nFROM t"; got[0].text != want {
-		t.Errorf("one = %q, want %q", got[0].text, want)
+	if want := "SELECT 1\nFROM t"; got[0].text != want || got[0].doc != "What one does.\n" {
+		t.Errorf("one = %q (doc %q), want %q", got[0].text, got[0].doc, want)
 	}
 	if want := "SELECT ';' AS semi"; got[1].text != want {
 		t.Errorf("two = %q, want %q", got[1].text, want)

@@ -21,7 +21,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -31,9 +30,6 @@ import (
 // connection only for its own statement.
 type Store struct {
 	pool *pgxpool.Pool
-	// plain says the last claim found the plain path open
-	// (PlainClaimSQL): the next claim tries it first.
-	plain atomic.Bool
 }
 
 // New returns a Store over pool, or an error when pool is nil.
