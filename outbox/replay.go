@@ -82,11 +82,14 @@ func (s *Store) replay(ctx context.Context, f ReplayFilter, args pgx.NamedArgs) 
 			}
 		}
 		blocked, err := queryAll[Blocked](ctx, tx, replayBlockedSQL, args)
-		if len(blocked) > 0 {
-			r.Blocked = blocked
-		}
-		if err != nil || (len(f.IDs) > 0 && len(r.Blocked) > 0) {
+		if err != nil {
 			return err
+		}
+		if len(blocked) > 0 {
+			r.Blocked = blocked // nil when none
+			if len(f.IDs) > 0 {
+				return nil
+			}
 		}
 		tag, err := tx.Exec(ctx, replaySQL, args)
 		r.Count = tag.RowsAffected()
