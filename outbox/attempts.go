@@ -12,13 +12,13 @@ import (
 // Attempt is one row of webhook_attempts as `worker attempts` prints it.
 // The JSON names are the command's.
 type Attempt struct {
-	Attempt    int       `json:"attempt"`
-	StartedAt  time.Time `json:"started_at"`
-	DurationMS float64   `json:"duration_ms"`
-	Endpoint   string    `json:"endpoint"`    // EndpointNameSQL
-	Status     *int      `json:"status"`      // nil: no response arrived
-	ErrorClass *string   `json:"error_class"` // nil: delivered
-	Error      *string   `json:"error"`
+	Attempt    int       `json:"attempt" db:"attempt"`
+	StartedAt  time.Time `json:"started_at" db:"started_at"`
+	DurationMS float64   `json:"duration_ms" db:"duration_ms"`
+	Endpoint   string    `json:"endpoint" db:"endpoint"`       // webhook_endpoint_name
+	Status     *int      `json:"status" db:"status"`           // nil: no response arrived
+	ErrorClass *string   `json:"error_class" db:"error_class"` // nil: delivered
+	Error      *string   `json:"error" db:"error"`
 }
 
 // The states of a delivery (DeliveryState.State).
@@ -41,60 +41,44 @@ type DeliveryState struct {
 	FanOut      int        `json:"fanout,omitempty"`       // fanned_out: how many deliveries
 }
 
-// AttemptsSQL reads one delivery's history, oldest first; the endpoint is
-// named as in the dead letter list (EndpointNameSQL), started_at read
-// through webhook_time_clamp.
-const AttemptsSQL = `SELECT d.attempt, webhook_time_clamp(d.started_at), d.duration_ms, ` + EndpointNameSQL + `, d.status, d.error_class, d.error
-FROM webhook_attempts d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-WHERE d.delivery_id = @id::uuid ORDER BY d.started_at, d.id`
+// One delivery's statements (queries/attempts.sql).
+var (
+	deliveryAttemptsSQL = rawStatement("delivery_attempts")
+	deliveryStateSQL    = rawStatement("delivery_state")
+)
 
-// DeliveryStateSQL finds the delivery's row: a pending one first (or a
-// delivery of a fan-out in flight, which has no row until its outcome:
-// migration 018; pending again when its event's lease ended), then a
-// dead letter, then a processed one. The due time is read through
-// webhook_time_clamp.
-const DeliveryStateSQL = `SELECT state, attempt, due, reason, fanout FROM (
-  SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END AS state, attempt, webhook_time_clamp(created_at) AS due,
-    NULL::text AS reason, 0 AS fanout, 1 AS rank
-  FROM webhook_outbox WHERE delivery_id = @id::uuid AND NOT processed
-  UNION ALL
-  SELECT CASE WHEN o.locked_until > now() THEN 'in_flight' ELSE 'pending' END, 1, webhook_time_clamp(o.created_at), NULL, 0, 1
-  FROM ` + fanOutInFlightSQL + ` AND x.delivery_id = @id::uuid
-  UNION ALL
-  SELECT 'dead_letter', attempts, NULL, last_error, 0, 2 FROM webhook_dead_letter WHERE delivery_id = @id::uuid
-  UNION ALL
-  SELECT 'processed', attempt, NULL, NULL, coalesce(fanout, 0), 3 FROM webhook_outbox WHERE delivery_id = @id::uuid AND processed
-) s ORDER BY rank LIMIT 1`
+// deliveryStateRow is a row of delivery_state.
+type deliveryStateRow struct {
+	State   string     `db:"state"`
+	Attempt int        `db:"attempt"`
+	Due     *time.Time `db:"due"`
+	Reason  *string    `db:"reason"`
+	FanOut  int        `db:"fanout"`
+}
 
 // Attempts reads the attempts of the delivery id (a uuid), oldest first
 // (none: an empty, non-nil list), and where it is now: StateUnknown when
 // no row of it is left.
 func (s *Store) Attempts(ctx context.Context, id string) ([]Attempt, DeliveryState, error) {
-	rows, err := s.pool.Query(ctx, AttemptsSQL, pgx.NamedArgs{"id": id})
-	if err != nil {
-		return nil, DeliveryState{}, fmt.Errorf("read attempts: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
+	list, err := queryAll[Attempt](ctx, s.pool, deliveryAttemptsSQL, pgx.NamedArgs{"id": id})
 	if err != nil {
 		return nil, DeliveryState{}, fmt.Errorf("read attempts: %w", err)
 	}
 	st := DeliveryState{State: StateUnknown}
-	var n, fanout int
-	var due *time.Time
-	var reason *string
-	err = s.pool.QueryRow(ctx, DeliveryStateSQL, pgx.NamedArgs{"id": id}).Scan(&st.State, &n, &due, &reason, &fanout)
+	r, err := queryOne[deliveryStateRow](ctx, s.pool, deliveryStateSQL, pgx.NamedArgs{"id": id})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return list, st, nil
 	case err != nil:
 		return nil, DeliveryState{}, fmt.Errorf("read delivery state: %w", err)
 	}
+	st.State = r.State
 	switch st.State {
 	case StatePending, StateInFlight:
-		st.NextAttempt, st.DueAt = n, due
+		st.NextAttempt, st.DueAt = r.Attempt, r.Due
 	case StateDeadLetter:
-		if reason != nil {
-			st.Reason = *reason
+		if r.Reason != nil {
+			st.Reason = *r.Reason
 		}
 	case "processed":
 		// Delivered when its last attempt was; else the row is an event
@@ -102,8 +86,8 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]Attempt, DeliverySta
 		st.State = StateUnknown
 		if len(list) > 0 && list[len(list)-1].ErrorClass == nil {
 			st.State = StateDelivered
-		} else if len(list) == 0 && fanout > 0 {
-			st.State, st.FanOut = StateFannedOut, fanout
+		} else if len(list) == 0 && r.FanOut > 0 {
+			st.State, st.FanOut = StateFannedOut, r.FanOut
 		}
 	}
 	return list, st, nil

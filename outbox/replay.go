@@ -8,47 +8,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ReplayFilterSQL selects the dead letters d a replay is about: the
-// delivery ids @ids (NULL for all), the event type @event_type ("" for
-// any), died at or after @since and before @until (NULL for either: no
-// bound), of the endpoint (endpointFilterSQL).
-const ReplayFilterSQL = `(@ids::uuid[] IS NULL OR d.delivery_id = ANY(@ids::uuid[]))
-    AND (@event_type::text = '' OR d.event_type = @event_type::text)
-    AND (@since::timestamptz IS NULL OR d.died_at >= @since::timestamptz)
-    AND (@until::timestamptz IS NULL OR d.died_at < @until::timestamptz)
-    AND ` + endpointFilterSQL
-
-// ReplaySQL moves dead letters back to the outbox in one statement: a
-// replay can never lose or duplicate an entry. Each goes back, as a fresh
-// attempt 1 with the same delivery id, to its own endpoint: a targeted row
-// for an endpoint of the table; for the WEBHOOK_URL endpoint, an event row
-// with fanout 1 ("already fanned out"), which only that endpoint receives
-// (fanout NULL would fan the event out to every endpoint again), unless it
-// died before its fan-out (fan_out, migration 009): it is then fanned out
-// again, as a new event (fanout NULL). Dead letters of a disabled or
-// removed endpoint stay.
-const ReplaySQL = `WITH moved AS (
-  DELETE FROM webhook_dead_letter d
-  WHERE ` + ReplayFilterSQL + `
-    AND (d.endpoint_id IS NULL OR EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
-  RETURNING d.delivery_id, d.event_type, d.payload, d.endpoint_id, d.headers, d.fan_out, d.ordering_key, d.ordering_seq)
-INSERT INTO webhook_outbox (delivery_id, event_type, payload, endpoint_id, fanout, headers, ordering_key, ordering_seq)
-SELECT delivery_id, event_type, payload, endpoint_id, CASE WHEN endpoint_id IS NULL AND NOT fan_out THEN 1 END, headers,
-  ordering_key, CASE WHEN NOT fan_out THEN ordering_seq END
-FROM moved ORDER BY coalesce(endpoint_id, webhook_ordering_nil()), ordering_key, ordering_seq`
-
-// BlockedSQL counts the dead letters of the same selection that ReplaySQL
-// leaves, by endpoint; the name is empty when the endpoint was removed.
-const BlockedSQL = `SELECT d.endpoint_id::text, coalesce(e.name, ''), count(*)
-FROM webhook_dead_letter d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-WHERE ` + ReplayFilterSQL + `
-  AND d.endpoint_id IS NOT NULL AND (e.id IS NULL OR NOT e.enabled)
-GROUP BY 1, 2 ORDER BY 2, 1`
-
-// missingSQL lists the delivery ids of @ids that are not in the dead
-// letter table.
-const missingSQL = `SELECT coalesce(array_agg(i::text), '{}') FROM unnest(@ids::uuid[]) i
-WHERE NOT EXISTS (SELECT 1 FROM webhook_dead_letter d WHERE d.delivery_id = i)`
+// A replay's statements (queries/replay.sql).
+var (
+	replayMissingSQL = rawStatement("replay_missing")
+	replayBlockedSQL = rawStatement("replay_blocked")
+	replaySQL        = rawStatement("replay")
+)
 
 // ReplayFilter selects the dead letters Replay sends again.
 type ReplayFilter struct {
@@ -69,9 +34,9 @@ type ReplayFilter struct {
 // Blocked is the dead letters of one endpoint a replay cannot send: the
 // endpoint is disabled, or removed (Name "").
 type Blocked struct {
-	EndpointID string
-	Name       string
-	Count      int64
+	EndpointID string `db:"endpoint_id"`
+	Name       string `db:"name"`
+	Count      int64  `db:"count"`
 }
 
 // Replayed is what Replay did.
@@ -85,7 +50,7 @@ type Replayed struct {
 	Missing []string
 }
 
-// Replay moves the dead letters f selects back to the outbox (ReplaySQL),
+// Replay moves the dead letters f selects back to the outbox (replay),
 // in one transaction. Given IDs, it replays all of them or none: nothing
 // when one is Missing or Blocked. Otherwise the Blocked ones stay and the
 // others go back.
@@ -112,22 +77,21 @@ func (s *Store) replay(ctx context.Context, f ReplayFilter, args pgx.NamedArgs) 
 	var r Replayed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if len(f.IDs) > 0 {
-			if err := tx.QueryRow(ctx, missingSQL, pgx.NamedArgs{"ids": f.IDs}).Scan(&r.Missing); err != nil || len(r.Missing) > 0 {
+			if err := tx.QueryRow(ctx, replayMissingSQL, pgx.NamedArgs{"ids": f.IDs}).Scan(&r.Missing); err != nil || len(r.Missing) > 0 {
 				return err
 			}
 		}
-		rows, err := tx.Query(ctx, BlockedSQL, args)
+		blocked, err := queryAll[Blocked](ctx, tx, replayBlockedSQL, args)
 		if err != nil {
 			return err
 		}
-		var b Blocked
-		if _, err := pgx.ForEachRow(rows, []any{&b.EndpointID, &b.Name, &b.Count}, func() error {
-			r.Blocked = append(r.Blocked, b)
-			return nil
-		}); err != nil || (len(f.IDs) > 0 && len(r.Blocked) > 0) {
-			return err
+		if len(blocked) > 0 {
+			r.Blocked = blocked // nil when none
+			if len(f.IDs) > 0 {
+				return nil
+			}
 		}
-		tag, err := tx.Exec(ctx, ReplaySQL, args)
+		tag, err := tx.Exec(ctx, replaySQL, args)
 		r.Count = tag.RowsAffected()
 		return err
 	})

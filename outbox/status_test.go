@@ -12,17 +12,23 @@ import (
 	"github.com/fluxora/webhook-worker/outbox"
 )
 
-// The store names the WEBHOOK_URL endpoint as the worker and the catalog
-// do.
+// The store names the WEBHOOK_URL endpoint as the worker, the catalog and
+// the schema's webhook_endpoint_name (which the store's reads call) do.
 func TestDefaultEndpointName(t *testing.T) {
-	for _, name := range []string{dispatcher.DefaultEndpointName, endpoints.DefaultName} {
+	t.Parallel()
+	_, db := setup(t)
+	var schema string
+	if err := db.Pool.QueryRow(context.Background(), "SELECT webhook_endpoint_name(NULL, NULL)").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{dispatcher.DefaultEndpointName, endpoints.DefaultName, schema} {
 		if name != outbox.DefaultEndpointName {
 			t.Fatalf("outbox %q, elsewhere %q", outbox.DefaultEndpointName, name)
 		}
 	}
 }
 
-// The status counts as due exactly the rows a claim takes (DueSQL): a
+// The status counts as due exactly the rows a claim takes: a
 // pending row whose time has come, unleased or whose lease expired; not one
 // leased, scheduled or processed.
 func TestStatusCountsDueAsTheClaim(t *testing.T) {
