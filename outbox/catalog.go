@@ -160,23 +160,3 @@ func (s *Store) UpdateEndpoint(ctx context.Context, name string, c EndpointChang
 func (s *Store) EnableEndpoint(ctx context.Context, name string) (webhook.Endpoint, error) {
 	return s.oneEndpoint(ctx, enableEndpointSQL, pgx.NamedArgs{"name": name}, name)
 }
-
-// endpointColumnsSQL and scanEndpoint serve secrets.go's rotateSecretSQL
-// alone, until it moves to queries/ too: then it reads
-// webhook_endpoint_shown by name (Store.oneEndpoint), and both go.
-const endpointColumnsSQL = `id::text, name, url, event_types, enabled, coalesce(disabled_reason, ''), coalesce(retry_rps, 0),
-  webhook_time_clamp(created_at), webhook_time_clamp(updated_at), webhook_time_clamp(failing_since), coalesce(last_error, ''),
-  coalesce(last_status, 0), webhook_time_clamp(last_error_at), webhook_time_clamp(disabled_at),
-  CASE WHEN secret_previous_until > now() THEN webhook_time_clamp(secret_previous_until) END, webhook_time_clamp(client_cert_not_after),
-  ordering`
-
-func scanEndpoint(row pgx.Row) (webhook.Endpoint, error) {
-	var e webhook.Endpoint
-	err := row.Scan(&e.ID, &e.Name, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.RetryRPS,
-		&e.CreatedAt, &e.UpdatedAt, &e.FailingSince, &e.LastError, &e.LastStatus, &e.LastErrorAt, &e.DisabledAt, &e.PreviousSecretUntil,
-		&e.ClientCertNotAfter, &e.Ordering)
-	if e.EventTypes == nil {
-		e.EventTypes = []string{}
-	}
-	return e, err
-}

@@ -7,12 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// laneRowsSQL are the pending rows waiting behind the head of their lane
-// (held, migration 015), through webhook_outbox_lane_idx. Only status.go
-// still splices it; blocked_keys writes it out.
-const laneRowsSQL = `SELECT * FROM webhook_outbox w
-  WHERE NOT w.processed AND w.ordering_key IS NOT NULL AND (w.endpoint_id IS NOT NULL OR w.fanout IS NOT NULL) AND w.held`
-
 // blockedKeysSQL is the statement blocked_keys (queries/ordering.sql).
 var blockedKeysSQL = rawStatement("blocked_keys")
 

@@ -40,11 +40,6 @@ func New(pool *pgxpool.Pool) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
-// DueSQL is the predicate of a due row of webhook_outbox (alias o): pending,
-// its created_at come by the database clock, and no live lease. Only
-// status.go still splices it; the statements of queries/ write it out.
-const DueSQL = `NOT o.processed AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())`
-
 // deadLetterColumns are the columns of webhook_dead_letter every move
 // writes, in this order: the event (delivery id, type, payload, headers),
 // its endpoint, the attempts made, the last status and error, and its

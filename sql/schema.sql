@@ -200,6 +200,187 @@ $$;
 
 
 --
+-- Name: webhook_endpoint_name(uuid, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_endpoint_name(p_id uuid, p_name text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN p_id IS NULL THEN 'default' ELSE coalesce(p_name, '(removed)') END
+$$;
+
+
+--
+-- Name: webhook_event_types_valid(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_event_types_valid(types text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce(bool_and(t IS NOT NULL AND t <> '' AND octet_length(t) <= 255 AND t !~ '[[:cntrl:]]'), true)
+    FROM unnest(types) AS t
+$$;
+
+
+--
+-- Name: webhook_time_ok(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_time_ok(col text, t timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    IF t IS NULL OR (t >= '1970-01-01 00:00:00+00' AND t < '10000-01-01 00:00:00+00') THEN
+        RETURN true;
+    END IF;
+    RAISE EXCEPTION '%: % is out of range: a time must be finite, from 1970-01-01 to 9999-12-31 (UTC)', col, t
+        USING ERRCODE = '23514', CONSTRAINT = replace(col, '.', '_') || '_range';
+END;
+$$;
+
+
+--
+-- Name: webhook_url_problem(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_url_problem(u text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    m         text[];
+    scheme    text;
+    authority text;
+    host      text;
+    port      text;
+    parsed    record;
+BEGIN
+    IF u IS NULL OR u = '' THEN
+        RETURN 'must not be empty';
+    END IF;
+    IF u ~ '[[:cntrl:][:space:]]' THEN
+        RETURN 'is not a valid URL';
+    END IF;
+    m := regexp_match(u, '^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)');
+    IF m IS NULL THEN
+        RETURN 'must be an absolute URL';
+    END IF;
+    scheme := lower(m[1]);
+    authority := m[2];
+    IF position('@' IN authority) > 0 THEN
+        RETURN 'must not contain credentials';
+    END IF;
+    IF position('#' IN u) > 0 THEN
+        RETURN 'must not contain a fragment';
+    END IF;
+    -- In brackets: an IPv6 address (else not a URL at all, as Go's
+    -- url.Parse has it), and no zone (%25…), which no endpoint needs.
+    IF left(authority, 1) = '[' THEN
+        m := regexp_match(authority, '^\[([^\]%]*)(%25[^\]]*)?\](?::([0-9]*))?$');
+        IF m IS NULL OR (webhook_host_parse('[' || m[1] || ']')).problem IS NOT NULL THEN
+            RETURN 'is not a valid URL';
+        END IF;
+        host := '[' || m[1] || ']';
+        port := m[3];
+    ELSE
+        m := regexp_match(authority, '^([^:\[\]%]*)(?::([0-9]*))?$');
+        IF m IS NULL THEN
+            RETURN 'is not a valid URL';
+        END IF;
+        host := m[1];
+        port := m[2];
+    END IF;
+    IF host = '' THEN
+        RETURN 'must have a host';
+    END IF;
+    IF port IS NOT NULL AND port <> '' AND (length(port) > 5 OR port::int < 1 OR port::int > 65535) THEN
+        RETURN 'must have a port between 1 and 65535';
+    END IF;
+    IF m[2] IS NOT NULL AND left(authority, 1) = '[' THEN
+        RETURN 'is not a valid host: not an IPv6 address';
+    END IF;
+    parsed := webhook_host_parse(host);
+    IF parsed.problem IS NOT NULL THEN
+        RETURN parsed.problem;
+    END IF;
+    IF scheme = 'https' THEN
+        RETURN NULL;
+    END IF;
+    IF scheme = 'http' AND (lower(parsed.name) = 'localhost'
+            OR parsed.addr << inet '127.0.0.0/8' OR parsed.addr = inet '::1'
+            OR parsed.addr << inet '::ffff:127.0.0.0/104') THEN
+        RETURN NULL;
+    END IF;
+    RETURN 'must be https (http only for a loopback host)';
+END;
+$_$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoints (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    url text NOT NULL,
+    secret text NOT NULL,
+    event_types text[] DEFAULT '{}'::text[] NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    disabled_reason text,
+    retry_rps integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    failing_since timestamp with time zone,
+    last_error text,
+    last_status integer,
+    last_error_at timestamp with time zone,
+    disabled_at timestamp with time zone,
+    secret_previous text,
+    secret_previous_until timestamp with time zone,
+    client_cert text,
+    client_key text,
+    client_cert_not_after timestamp with time zone,
+    ordering text DEFAULT 'move-on'::text NOT NULL,
+    secret_unreadable text,
+    secret_unreadable_at timestamp with time zone,
+    CONSTRAINT webhook_endpoints_client_cert_valid CHECK ((((client_cert IS NULL) = (client_key IS NULL)) AND ((client_cert IS NULL) = (client_cert_not_after IS NULL)) AND (client_key ~~ 'fxsealed:%'::text))),
+    CONSTRAINT webhook_endpoints_created_at_range CHECK (((created_at IS NULL) OR ((created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.created_at'::text, created_at))),
+    CONSTRAINT webhook_endpoints_disabled_at_range CHECK (((disabled_at IS NULL) OR ((disabled_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (disabled_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.disabled_at'::text, disabled_at))),
+    CONSTRAINT webhook_endpoints_event_types_valid CHECK (public.webhook_event_types_valid(event_types)),
+    CONSTRAINT webhook_endpoints_failing_since_range CHECK (((failing_since IS NULL) OR ((failing_since >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (failing_since < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.failing_since'::text, failing_since))),
+    CONSTRAINT webhook_endpoints_last_error_at_range CHECK (((last_error_at IS NULL) OR ((last_error_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (last_error_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.last_error_at'::text, last_error_at))),
+    CONSTRAINT webhook_endpoints_name_valid CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
+    CONSTRAINT webhook_endpoints_ordering_valid CHECK ((ordering = ANY (ARRAY['move-on'::text, 'hold'::text]))),
+    CONSTRAINT webhook_endpoints_retry_rps_positive CHECK (((retry_rps IS NULL) OR (retry_rps >= 1))),
+    CONSTRAINT webhook_endpoints_secret_not_empty CHECK ((secret <> ''::text)),
+    CONSTRAINT webhook_endpoints_secret_previous_until_range CHECK (((secret_previous_until IS NULL) OR ((secret_previous_until >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (secret_previous_until < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.secret_previous_until'::text, secret_previous_until))),
+    CONSTRAINT webhook_endpoints_secret_previous_valid CHECK ((((secret_previous IS NULL) = (secret_previous_until IS NULL)) AND (secret_previous <> ''::text))),
+    CONSTRAINT webhook_endpoints_updated_at_range CHECK (((updated_at IS NULL) OR ((updated_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (updated_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.updated_at'::text, updated_at))),
+    CONSTRAINT webhook_endpoints_url_valid CHECK ((public.webhook_url_problem(url) IS NULL))
+);
+
+
+--
+-- Name: webhook_endpoint_shown(public.webhook_endpoints); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_endpoint_shown(e public.webhook_endpoints) RETURNS TABLE(id text, name text, url text, event_types text[], enabled boolean, disabled_reason text, retry_rps integer, created_at timestamp with time zone, updated_at timestamp with time zone, failing_since timestamp with time zone, last_error text, last_status integer, last_error_at timestamp with time zone, disabled_at timestamp with time zone, previous_secret_until timestamp with time zone, client_cert_not_after timestamp with time zone, ordering text)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT e.id::text, e.name, e.url, e.event_types, e.enabled, coalesce(e.disabled_reason, ''), coalesce(e.retry_rps, 0),
+           webhook_time_clamp(e.created_at), webhook_time_clamp(e.updated_at), webhook_time_clamp(e.failing_since),
+           coalesce(e.last_error, ''), coalesce(e.last_status, 0), webhook_time_clamp(e.last_error_at),
+           webhook_time_clamp(e.disabled_at),
+           CASE WHEN e.secret_previous_until > now() THEN webhook_time_clamp(e.secret_previous_until) END,
+           webhook_time_clamp(e.client_cert_not_after), e.ordering
+$$;
+
+
+--
 -- Name: webhook_endpoints_check(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -281,14 +462,18 @@ $$;
 
 
 --
--- Name: webhook_event_types_valid(text[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: webhook_fan_out_in_flight(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.webhook_event_types_valid(types text[]) RETURNS boolean
-    LANGUAGE sql IMMUTABLE
+CREATE FUNCTION public.webhook_fan_out_in_flight() RETURNS TABLE(delivery_id uuid, endpoint_id uuid, event_id uuid, event_type text, payload jsonb, headers jsonb, ordering_key text, created_at timestamp with time zone, locked_until timestamp with time zone)
+    LANGUAGE sql STABLE
     AS $$
-    SELECT coalesce(bool_and(t IS NOT NULL AND t <> '' AND octet_length(t) <= 255 AND t !~ '[[:cntrl:]]'), true)
-    FROM unnest(types) AS t
+    SELECT md5(o.delivery_id::text || '/' || x.e::text)::uuid, x.e, o.delivery_id, o.event_type, o.payload, o.headers,
+           o.ordering_key, o.created_at, o.locked_until
+    FROM webhook_outbox o
+    CROSS JOIN LATERAL unnest(o.fan_to) AS x(e)
+    WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL AND o.fan_to IS NOT NULL
+      AND x.e <> ALL(coalesce(o.fan_done, '{}'))
 $$;
 
 
@@ -798,6 +983,56 @@ $$;
 
 
 --
+-- Name: webhook_outbox; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_outbox (
+    id bigint NOT NULL,
+    delivery_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    event_type text NOT NULL,
+    payload jsonb NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    processed boolean DEFAULT false NOT NULL,
+    processed_at timestamp with time zone,
+    locked_until timestamp with time zone,
+    lease_token uuid,
+    reclaims integer DEFAULT 0 NOT NULL,
+    endpoint_id uuid,
+    fanout integer,
+    headers jsonb,
+    ordering_key text,
+    ordering_seq bigint,
+    held boolean DEFAULT false NOT NULL,
+    fan_to uuid[],
+    fan_done uuid[],
+    CONSTRAINT webhook_outbox_attempt_positive CHECK ((attempt >= 1)),
+    CONSTRAINT webhook_outbox_created_at_range CHECK (((created_at IS NULL) OR ((created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_outbox.created_at'::text, created_at))),
+    CONSTRAINT webhook_outbox_locked_until_range CHECK (((locked_until IS NULL) OR ((locked_until >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (locked_until < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_outbox.locked_until'::text, locked_until))),
+    CONSTRAINT webhook_outbox_processed_at_range CHECK (((processed_at IS NULL) OR ((processed_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (processed_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_outbox.processed_at'::text, processed_at)))
+)
+PARTITION BY LIST (processed);
+
+
+--
+-- Name: webhook_outbox_pending_rows(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_outbox_pending_rows() RETURNS SETOF public.webhook_outbox
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NOT NULL AND NOT held
+    UNION ALL
+    SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout IS NULL
+    UNION ALL
+    SELECT * FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout IS NOT NULL AND NOT held
+    UNION ALL
+    SELECT * FROM webhook_outbox
+    WHERE NOT processed AND ordering_key IS NOT NULL AND (endpoint_id IS NOT NULL OR fanout IS NOT NULL) AND held
+$$;
+
+
+--
 -- Name: webhook_partition_bounds(regclass); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -851,101 +1086,6 @@ $$;
 
 
 --
--- Name: webhook_time_ok(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.webhook_time_ok(col text, t timestamp with time zone) RETURNS boolean
-    LANGUAGE plpgsql IMMUTABLE
-    AS $$
-BEGIN
-    IF t IS NULL OR (t >= '1970-01-01 00:00:00+00' AND t < '10000-01-01 00:00:00+00') THEN
-        RETURN true;
-    END IF;
-    RAISE EXCEPTION '%: % is out of range: a time must be finite, from 1970-01-01 to 9999-12-31 (UTC)', col, t
-        USING ERRCODE = '23514', CONSTRAINT = replace(col, '.', '_') || '_range';
-END;
-$$;
-
-
---
--- Name: webhook_url_problem(text); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.webhook_url_problem(u text) RETURNS text
-    LANGUAGE plpgsql IMMUTABLE
-    AS $_$
-DECLARE
-    m         text[];
-    scheme    text;
-    authority text;
-    host      text;
-    port      text;
-    parsed    record;
-BEGIN
-    IF u IS NULL OR u = '' THEN
-        RETURN 'must not be empty';
-    END IF;
-    IF u ~ '[[:cntrl:][:space:]]' THEN
-        RETURN 'is not a valid URL';
-    END IF;
-    m := regexp_match(u, '^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)');
-    IF m IS NULL THEN
-        RETURN 'must be an absolute URL';
-    END IF;
-    scheme := lower(m[1]);
-    authority := m[2];
-    IF position('@' IN authority) > 0 THEN
-        RETURN 'must not contain credentials';
-    END IF;
-    IF position('#' IN u) > 0 THEN
-        RETURN 'must not contain a fragment';
-    END IF;
-    -- In brackets: an IPv6 address (else not a URL at all, as Go's
-    -- url.Parse has it), and no zone (%25…), which no endpoint needs.
-    IF left(authority, 1) = '[' THEN
-        m := regexp_match(authority, '^\[([^\]%]*)(%25[^\]]*)?\](?::([0-9]*))?$');
-        IF m IS NULL OR (webhook_host_parse('[' || m[1] || ']')).problem IS NOT NULL THEN
-            RETURN 'is not a valid URL';
-        END IF;
-        host := '[' || m[1] || ']';
-        port := m[3];
-    ELSE
-        m := regexp_match(authority, '^([^:\[\]%]*)(?::([0-9]*))?$');
-        IF m IS NULL THEN
-            RETURN 'is not a valid URL';
-        END IF;
-        host := m[1];
-        port := m[2];
-    END IF;
-    IF host = '' THEN
-        RETURN 'must have a host';
-    END IF;
-    IF port IS NOT NULL AND port <> '' AND (length(port) > 5 OR port::int < 1 OR port::int > 65535) THEN
-        RETURN 'must have a port between 1 and 65535';
-    END IF;
-    IF m[2] IS NOT NULL AND left(authority, 1) = '[' THEN
-        RETURN 'is not a valid host: not an IPv6 address';
-    END IF;
-    parsed := webhook_host_parse(host);
-    IF parsed.problem IS NOT NULL THEN
-        RETURN parsed.problem;
-    END IF;
-    IF scheme = 'https' THEN
-        RETURN NULL;
-    END IF;
-    IF scheme = 'http' AND (lower(parsed.name) = 'localhost'
-            OR parsed.addr << inet '127.0.0.0/8' OR parsed.addr = inet '::1'
-            OR parsed.addr << inet '::ffff:127.0.0.0/104') THEN
-        RETURN NULL;
-    END IF;
-    RETURN 'must be https (http only for a loopback host)';
-END;
-$_$;
-
-
-SET default_tablespace = '';
-
---
 -- Name: webhook_attempts; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -983,8 +1123,6 @@ CREATE SEQUENCE public.webhook_attempts_id_seq
 
 ALTER SEQUENCE public.webhook_attempts_id_seq OWNED BY public.webhook_attempts.id;
 
-
-SET default_table_access_method = heap;
 
 --
 -- Name: webhook_attempts_default; Type: TABLE; Schema: public; Owner: -
@@ -1049,51 +1187,6 @@ ALTER SEQUENCE public.webhook_dead_letter_id_seq OWNED BY public.webhook_dead_le
 
 
 --
--- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.webhook_endpoints (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    name text NOT NULL,
-    url text NOT NULL,
-    secret text NOT NULL,
-    event_types text[] DEFAULT '{}'::text[] NOT NULL,
-    enabled boolean DEFAULT true NOT NULL,
-    disabled_reason text,
-    retry_rps integer,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    failing_since timestamp with time zone,
-    last_error text,
-    last_status integer,
-    last_error_at timestamp with time zone,
-    disabled_at timestamp with time zone,
-    secret_previous text,
-    secret_previous_until timestamp with time zone,
-    client_cert text,
-    client_key text,
-    client_cert_not_after timestamp with time zone,
-    ordering text DEFAULT 'move-on'::text NOT NULL,
-    secret_unreadable text,
-    secret_unreadable_at timestamp with time zone,
-    CONSTRAINT webhook_endpoints_client_cert_valid CHECK ((((client_cert IS NULL) = (client_key IS NULL)) AND ((client_cert IS NULL) = (client_cert_not_after IS NULL)) AND (client_key ~~ 'fxsealed:%'::text))),
-    CONSTRAINT webhook_endpoints_created_at_range CHECK (((created_at IS NULL) OR ((created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.created_at'::text, created_at))),
-    CONSTRAINT webhook_endpoints_disabled_at_range CHECK (((disabled_at IS NULL) OR ((disabled_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (disabled_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.disabled_at'::text, disabled_at))),
-    CONSTRAINT webhook_endpoints_event_types_valid CHECK (public.webhook_event_types_valid(event_types)),
-    CONSTRAINT webhook_endpoints_failing_since_range CHECK (((failing_since IS NULL) OR ((failing_since >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (failing_since < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.failing_since'::text, failing_since))),
-    CONSTRAINT webhook_endpoints_last_error_at_range CHECK (((last_error_at IS NULL) OR ((last_error_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (last_error_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.last_error_at'::text, last_error_at))),
-    CONSTRAINT webhook_endpoints_name_valid CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
-    CONSTRAINT webhook_endpoints_ordering_valid CHECK ((ordering = ANY (ARRAY['move-on'::text, 'hold'::text]))),
-    CONSTRAINT webhook_endpoints_retry_rps_positive CHECK (((retry_rps IS NULL) OR (retry_rps >= 1))),
-    CONSTRAINT webhook_endpoints_secret_not_empty CHECK ((secret <> ''::text)),
-    CONSTRAINT webhook_endpoints_secret_previous_until_range CHECK (((secret_previous_until IS NULL) OR ((secret_previous_until >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (secret_previous_until < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.secret_previous_until'::text, secret_previous_until))),
-    CONSTRAINT webhook_endpoints_secret_previous_valid CHECK ((((secret_previous IS NULL) = (secret_previous_until IS NULL)) AND (secret_previous <> ''::text))),
-    CONSTRAINT webhook_endpoints_updated_at_range CHECK (((updated_at IS NULL) OR ((updated_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (updated_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.updated_at'::text, updated_at))),
-    CONSTRAINT webhook_endpoints_url_valid CHECK ((public.webhook_url_problem(url) IS NULL))
-);
-
-
---
 -- Name: webhook_ordering_lanes; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1103,38 +1196,6 @@ CREATE TABLE public.webhook_ordering_lanes (
     last_seq bigint NOT NULL,
     touched_at timestamp with time zone DEFAULT now() NOT NULL
 );
-
-
---
--- Name: webhook_outbox; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.webhook_outbox (
-    id bigint NOT NULL,
-    delivery_id uuid DEFAULT gen_random_uuid() NOT NULL,
-    event_type text NOT NULL,
-    payload jsonb NOT NULL,
-    attempt integer DEFAULT 1 NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    processed boolean DEFAULT false NOT NULL,
-    processed_at timestamp with time zone,
-    locked_until timestamp with time zone,
-    lease_token uuid,
-    reclaims integer DEFAULT 0 NOT NULL,
-    endpoint_id uuid,
-    fanout integer,
-    headers jsonb,
-    ordering_key text,
-    ordering_seq bigint,
-    held boolean DEFAULT false NOT NULL,
-    fan_to uuid[],
-    fan_done uuid[],
-    CONSTRAINT webhook_outbox_attempt_positive CHECK ((attempt >= 1)),
-    CONSTRAINT webhook_outbox_created_at_range CHECK (((created_at IS NULL) OR ((created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_outbox.created_at'::text, created_at))),
-    CONSTRAINT webhook_outbox_locked_until_range CHECK (((locked_until IS NULL) OR ((locked_until >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (locked_until < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_outbox.locked_until'::text, locked_until))),
-    CONSTRAINT webhook_outbox_processed_at_range CHECK (((processed_at IS NULL) OR ((processed_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (processed_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_outbox.processed_at'::text, processed_at)))
-)
-PARTITION BY LIST (processed);
 
 
 --
