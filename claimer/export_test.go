@@ -3,7 +3,4 @@ package claimer
 import "github.com/fluxora/webhook-worker/outbox"
 
 // The statements, for the plan tests.
-const (
-	ClaimSQL  = outbox.ClaimSQL
-	RecordSQL = outbox.RecordSQL
-)
+const ClaimSQL = outbox.ClaimSQL

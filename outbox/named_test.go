@@ -22,7 +22,8 @@ FROM t`)
 		t.Fatalf("missing argument: %v, want an error naming @a", err)
 	}
 	// Every named argument of the worker's hot statements is numbered.
-	for _, s := range []string{ClaimSQL, PlainClaimSQL, RecordSQL, LockLanesSQL, PromoteSQL} {
+	for _, s := range []string{ClaimSQL, PlainClaimSQL, statements["record"].text, statements["record_fan"].text,
+		statements["lock_lanes"].text, statements["promote"].text} {
 		if n := mustNamed(s); nameRE.MatchString(n.sql) || len(n.names) == 0 {
 			t.Errorf("%.40s…: left named arguments, or found none: %v", s, n.names)
 		}
