@@ -23,7 +23,7 @@ FROM t`)
 		t.Fatalf("missing argument: %v, want an error naming @a", err)
 	}
 	// Every named argument of the worker's hot statements is numbered.
-	for _, n := range append(slices.Clone(claimSteps), mustNamed(RecordSQL), mustNamed(LockLanesSQL), mustNamed(PromoteSQL)) {
+	for _, n := range append(slices.Clone(claimSteps), statement("record"), statement("record_fan"), statement("lock_lanes"), statement("promote")) {
 		if nameRE.MatchString(n.sql) || len(n.names) == 0 {
 			t.Errorf("%.40s…: left named arguments, or found none: %v", n.sql, n.names)
 		}

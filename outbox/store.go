@@ -40,15 +40,6 @@ func New(pool *pgxpool.Pool) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
-// deadLetterColumns are the columns of webhook_dead_letter every move
-// writes, in this order: the event (delivery id, type, payload, headers),
-// its endpoint, the attempts made, the last status and error, and its
-// place in its lane (ordering key and sequence; order_broken: the lane
-// moved on without it, else it holds the lane, migration 015). Kept while
-// record.go and disable.go splice it; queries/broken.sql writes it out.
-const deadLetterColumns = `delivery_id, event_type, payload, headers, endpoint_id, attempts, last_status, last_error, ` +
-	`ordering_key, ordering_seq, order_broken`
-
 // movedTries bounds how often a statement on pending rows runs again when
 // PostgreSQL refused it because a row it had read was meanwhile moved to
 // its history partition by a transaction that committed (SQLSTATE 40001,

@@ -1,0 +1,8 @@
+package outbox
+
+// RecordSQL and RecordFanSQL are the record's statements as written (with
+// their @parameters), for the plan tests.
+var (
+	RecordSQL    = statements["record"].text
+	RecordFanSQL = statements["record_fan"].text
+)

@@ -1,0 +1,127 @@
+-- The record of a batch with outcomes of fan-outs in flight (migration 018).
+
+-- name: record_fan
+-- The record (record.sql) for a batch with outcomes of deliveries without
+-- rows of their own: event_of and endpoint_of give each outcome's event
+-- and endpoint (0 and '' for an outcome of a row), events the events once
+-- each, own the ids of the outcomes of rows. held fences by the events'
+-- leases; lz_rows writes each such delivery's row where it ends; lz_events
+-- adds its endpoint to its event's fan_done. ARCHITECTURE.md, "The record".
+WITH r AS (
+  SELECT *
+  FROM unnest(@ids::bigint[], @tokens::uuid[], @kinds::text[], @attempts::int[], @delays_ms::bigint[], @statuses::int[],
+    @errors::text[], @healths::text[], @started::timestamptz[], @took_ms::float8[], @try_classes::text[], @try_errors::text[],
+    @marks::boolean[], @event_of::bigint[], @endpoint_of::text[])
+    AS r(id, token, kind, attempt, delay_ms, status, error, health, started, took_ms, try_class, try_error, mark, event, endpoint)
+), held AS (
+  SELECT o.id, o.lease_token, o.delivery_id, o.event_type, o.payload, o.headers, o.created_at
+  FROM webhook_outbox o
+  WHERE NOT o.processed AND o.id = ANY(@events)
+  FOR UPDATE
+), lz AS (
+  SELECT r.id, md5(h.delivery_id::text || '/' || r.endpoint)::uuid AS delivery_id, h.event_type, h.payload,
+    r.endpoint::uuid AS endpoint_id, NULL::int AS fanout, h.headers, NULL::text AS ordering_key, NULL::bigint AS ordering_seq,
+    r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health, 1 AS made, r.started, r.took_ms, r.try_class, r.try_error,
+    r.mark, r.event, h.created_at AS due
+  FROM r
+  JOIN held h ON h.id = r.event AND h.lease_token = r.token
+), lz_rows AS (
+  INSERT INTO webhook_outbox (id, delivery_id, event_type, payload, attempt, created_at, endpoint_id, headers, processed,
+    processed_at)
+  SELECT l.id, l.delivery_id, l.event_type, l.payload, 1,
+    CASE WHEN l.kind = 'defer' THEN clock_timestamp() + l.delay_ms * interval '1 millisecond' ELSE l.due END,
+    l.endpoint_id, l.headers, l.mark, CASE WHEN l.mark THEN now() END
+  FROM lz l
+  WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = l.endpoint_id)
+), lz_events AS (
+  UPDATE webhook_outbox o
+  SET fan_done = coalesce(o.fan_done, '{}') || d.eps,
+    processed = coalesce(coalesce(cardinality(o.fan_done), 0) + cardinality(d.eps) >= cardinality(o.fan_to), false),
+    processed_at = CASE WHEN coalesce(cardinality(o.fan_done), 0) + cardinality(d.eps) >= cardinality(o.fan_to) THEN now() END,
+    fanout = CASE WHEN coalesce(cardinality(o.fan_done), 0) + cardinality(d.eps) >= cardinality(o.fan_to) THEN cardinality(o.fan_to) END
+  FROM (SELECT event, array_agg(endpoint_id) AS eps FROM lz GROUP BY event) d
+  WHERE NOT o.processed AND o.id = ANY(@events) AND o.id = d.event
+), released AS (
+  UPDATE webhook_outbox o
+  SET locked_until = NULL,
+    lease_token = NULL
+  FROM r
+  WHERE r.kind = 'release' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id
+), deferred AS (
+  UPDATE webhook_outbox o
+  SET created_at = clock_timestamp() + r.delay_ms * interval '1 millisecond',
+    locked_until = NULL,
+    lease_token = NULL
+  FROM r
+  WHERE r.kind = 'defer' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id
+), marked AS (
+  UPDATE webhook_outbox o
+  SET processed = true,
+    processed_at = now()
+  FROM r
+  WHERE r.mark AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
+    r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
+    o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error
+), ended AS (
+  SELECT id, delivery_id, event_type, payload, endpoint_id, fanout, headers, ordering_key, ordering_seq,
+    kind, attempt, delay_ms, status, error, health, made, started, took_ms, try_class, try_error
+  FROM marked
+  UNION ALL
+  SELECT id, delivery_id, event_type, payload, endpoint_id, fanout, headers, ordering_key, ordering_seq,
+    kind, attempt, delay_ms, status, error, health, made, started, took_ms, try_class, try_error
+  FROM lz
+  WHERE mark
+), tried AS (
+  INSERT INTO webhook_attempts (delivery_id, endpoint_id, attempt, started_at, duration_ms, status, error_class, error)
+  SELECT delivery_id, endpoint_id, made, coalesce(started, clock_timestamp()), took_ms, NULLIF(status, 0),
+    NULLIF(try_class, ''), NULLIF(try_error, '')
+  FROM ended
+  WHERE health <> ''
+), requeued AS (
+  INSERT INTO webhook_outbox (delivery_id, event_type, payload, attempt, created_at, endpoint_id, fanout, headers,
+    ordering_key, ordering_seq)
+  SELECT delivery_id, event_type, payload, attempt, clock_timestamp() + delay_ms * interval '1 millisecond', endpoint_id,
+    fanout, headers, ordering_key, ordering_seq
+  FROM ended
+  WHERE kind = 'retry'
+), dead AS (
+  INSERT INTO webhook_dead_letter (delivery_id, event_type, payload, headers, endpoint_id, attempts, last_status, last_error,
+    ordering_key, ordering_seq, order_broken)
+  SELECT m.delivery_id, m.event_type, m.payload, m.headers, m.endpoint_id, m.attempt, NULLIF(m.status, 0), m.error,
+    m.ordering_key, m.ordering_seq, m.ordering_key IS NOT NULL AND e.ordering IS DISTINCT FROM 'hold'
+  FROM ended m
+  LEFT JOIN webhook_endpoints e ON m.ordering_key IS NOT NULL AND e.id = m.endpoint_id
+  WHERE m.kind = 'dead'
+), health AS (
+  SELECT endpoint_id,
+    bool_or(health = 'healthy') AS ok,
+    max(error) FILTER (WHERE health = 'failing') AS error,
+    max(NULLIF(status, 0)) FILTER (WHERE health = 'failing') AS status
+  FROM ended
+  WHERE endpoint_id IS NOT NULL AND health <> ''
+  GROUP BY endpoint_id
+), endpoints AS (
+  UPDATE webhook_endpoints e
+  SET failing_since = CASE WHEN h.ok THEN NULL ELSE coalesce(e.failing_since, now()) END,
+    last_error = CASE WHEN h.ok THEN e.last_error ELSE h.error END,
+    last_status = CASE WHEN h.ok THEN e.last_status ELSE h.status END,
+    last_error_at = CASE WHEN h.ok THEN e.last_error_at ELSE now() END
+  FROM health h
+  WHERE e.id = h.endpoint_id
+    AND CASE WHEN h.ok THEN e.failing_since IS NOT NULL
+      ELSE e.failing_since IS NULL OR e.last_error_at IS NULL OR e.last_error_at < now() - interval '1 second' END
+)
+SELECT id
+FROM marked
+UNION ALL
+SELECT id
+FROM released
+UNION ALL
+SELECT id
+FROM deferred
+UNION ALL
+SELECT id
+FROM lz;
