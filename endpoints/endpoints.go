@@ -37,17 +37,22 @@ type Config struct {
 	// Pool runs every statement; each holds a connection for one statement
 	// or one short transaction. Required.
 	Pool *pgxpool.Pool
-	// Registerer receives fluxora_webhook_endpoints_disabled_total. Nil: no
-	// metrics (operator commands).
+	// Registerer receives fluxora_webhook_endpoints_disabled_total,
+	// fluxora_webhook_endpoint_client_cert_days_left and
+	// fluxora_webhook_endpoint_secret_unreadable. Nil: no metrics
+	// (operator commands).
 	Registerer prometheus.Registerer
-	// Logger receives the janitor's lines. Defaults to discarding.
+	// Logger receives the janitor's lines, the client certificates' and
+	// the unreadable secrets'. Defaults to discarding.
 	Logger *slog.Logger
-	// Now is the process clock, used only for what is logged (how long an
-	// endpoint had been failing); decisions use the database clock.
-	// Defaults to time.Now.
+	// Now is the process clock, used for what is logged (how long an
+	// endpoint had been failing), the client certificates' days left and
+	// how often an unreadable secret is marked again; the janitor's
+	// decisions use the database clock. Defaults to time.Now.
 	Now func() time.Time
-	// Sealer seals every secret and client key the store writes. Nil:
-	// the methods that would store one return ErrNoSealer.
+	// Sealer seals every secret and client key the store writes, and
+	// opens the client keys LoadClientCerts reads. Nil: the methods that
+	// would store one return ErrNoSealer, and no client certificate loads.
 	Sealer Sealer
 }
 
@@ -59,6 +64,8 @@ type Store struct {
 	log    *slog.Logger
 	now    func() time.Time
 	m      *metrics
+	certs  clientCerts // the worker's: LoadClientCerts
+	marks  secretMarks // the worker's: SecretUnreadable
 }
 
 // New returns a Store, or an error naming the missing field.
@@ -79,6 +86,8 @@ func New(cfg Config) (*Store, error) {
 		log:    cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		now:    cfg.Now,
 		m:      newMetrics(cfg.Registerer),
+		certs:  clientCerts{by: map[string]loadedCert{}},
+		marks:  secretMarks{marked: map[string]time.Time{}},
 	}, nil
 }
 

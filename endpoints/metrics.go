@@ -7,16 +7,29 @@ import (
 
 type metrics struct {
 	disabled *prometheus.CounterVec
+	// certDaysLeft and secretUnreadable are set by the worker's Store
+	// (LoadClientCerts, SecretUnreadable).
+	certDaysLeft     *prometheus.GaugeVec
+	secretUnreadable *prometheus.GaugeVec
 }
 
 // newMetrics registers the package's metrics with reg; nil registers
 // nothing (the counters still count).
 func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
 	m := &metrics{
-		disabled: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+		disabled: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "fluxora_webhook_endpoints_disabled_total",
 			Help: "Endpoints disabled by this process, by reason: gone (410), failing (every attempt failed for WEBHOOK_ENDPOINT_DISABLE_AFTER), operator.",
 		}, []string{"reason"}),
+		certDaysLeft: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fluxora_webhook_endpoint_client_cert_days_left",
+			Help: "Days until each endpoint's client certificate expires (negative: expired), read every 10 s.",
+		}, []string{"endpoint"}),
+		secretUnreadable: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fluxora_webhook_endpoint_secret_unreadable",
+			Help: "1 while this worker cannot open the endpoint's secret with its key file: the endpoint's rows are kept pending, not attempted, until a worker holding the key sends them.",
+		}, []string{"endpoint"}),
 	}
 	for _, c := range causes {
 		m.disabled.WithLabelValues(string(c))

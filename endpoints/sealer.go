@@ -11,15 +11,16 @@ import (
 	"github.com/fluxora/webhook-worker/outbox"
 )
 
-// Sealer seals the credentials the store writes and opens the stored
-// secret a rotation compares with the new one, each bound to its
-// endpoint's id (uuid text). cmd/worker adapts package sealed's Keyring.
-// OpenSecret returns a plaintext stored before secrets were sealed as it
-// is.
+// Sealer seals the credentials the store writes, and opens the stored
+// secret a rotation compares with the new one and the client keys
+// LoadClientCerts reads, each bound to its endpoint's id (uuid text).
+// cmd/worker adapts package sealed's Keyring. OpenSecret and OpenClientKey
+// return a plaintext stored before credentials were sealed as it is.
 type Sealer interface {
 	SealSecret(endpointID, secret string) (string, error)
 	OpenSecret(endpointID, stored string) (string, error)
 	SealClientKey(endpointID string, keyPEM []byte) (string, error)
+	OpenClientKey(endpointID, stored string) ([]byte, error)
 }
 
 // ErrNoSealer is returned by the methods that store a secret or a client

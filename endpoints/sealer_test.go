@@ -26,6 +26,11 @@ func (testSealer) SealClientKey(id string, key []byte) (string, error) {
 	return testSealer{}.SealSecret(id, "key:"+string(key))
 }
 
+func (testSealer) OpenClientKey(id, stored string) ([]byte, error) {
+	v, err := testSealer{}.OpenSecret(id, stored)
+	return []byte(strings.TrimPrefix(v, "key:")), err
+}
+
 func (testSealer) OpenSecret(id, stored string) (string, error) {
 	enc, ok := strings.CutPrefix(stored, testPrefix)
 	if !ok {

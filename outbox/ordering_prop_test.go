@@ -117,7 +117,7 @@ func TestOrderingRandomInterleavingsURLEndpointOnly(t *testing.T) {
 }
 
 // workerStore is a store whose sessions are the worker's
-// (cmd/worker/pooled.go): a lock wait gives up before the deadlock check,
+// (package dbconn): a lock wait gives up before the deadlock check,
 // and the store runs the statement again. The fixture's own sessions (the
 // producers', the replays') wait.
 func workerStore(t *testing.T, db *testdb.DB) *outbox.Store {

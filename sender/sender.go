@@ -12,6 +12,9 @@
 // rotated-out secret is in its grace period (Config.PreviousSecret), a
 // second webhook-signature keyed with it.
 //
+// PerEndpoint sends each delivery (webhook.Delivery) with the Sender of
+// its endpoint, made on first use and kept, a bounded number of them.
+//
 // Redirects are never followed and TLS certificates are always verified.
 // The package never logs, and no error or Result text it produces contains
 // the secret, the payload, or the URL's credentials or query string.

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/listener"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
 
@@ -67,6 +66,17 @@ func stoppedCode(err error) int {
 	return exitFailure
 }
 
+// errListenPooled is the refusal to run deaf; it names the variable.
+var errListenPooled = errors.New("WEBHOOK_LISTEN_DATABASE_URL (default DATABASE_URL) must be a direct connection to PostgreSQL, or go through PgBouncer in session mode")
+
+// listenRefusal wraps a deaf listener's error in errListenPooled.
+func listenRefusal(err error) error {
+	if errors.Is(err, listener.ErrDeaf) {
+		return fmt.Errorf("%w: %w", errListenPooled, err)
+	}
+	return err
+}
+
 // errShutdownTimeout reports requests cut short by the shutdown timeout.
 var errShutdownTimeout = errors.New("shutdown timeout exceeded: requests in flight were cut short and their rows released for the next worker")
 
@@ -112,7 +122,7 @@ func (w *worker) Run(ctx context.Context) error {
 	g.Go(func() error { return w.hsh.Run(gctx) })
 	g.Go(func() error { return w.eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, w.cfg.DisableAfter) })
 	g.Go(func() error { return w.ret.Run(gctx) })
-	g.Go(func() error { return w.certs.Run(gctx) })
+	g.Go(func() error { return w.eps.RunClientCerts(gctx) })
 	g.Go(func() error { return w.blocked.Run(gctx) })
 	if err := w.serve(gctx, g); err != nil {
 		return err
@@ -168,20 +178,6 @@ func (w *worker) logStarted() {
 		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
 		"lease", w.lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
 		"gates", gatesSummary(cfg), "database_path", w.path.String(), "trust", cfg.Trust.String())
-}
-
-// ownConnect opens a connection outside the pool (the listener's, the
-// hush's) with TCP keepalives, so that a dead peer is noticed in about 20s.
-func ownConnect(base *pgx.ConnConfig, applicationName string) func(context.Context) (*pgx.Conn, error) {
-	return func(ctx context.Context) (*pgx.Conn, error) {
-		cc := base.Copy()
-		d := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
-			Enable: true, Idle: 5 * time.Second, Interval: 5 * time.Second, Count: 3,
-		}}
-		cc.DialFunc = d.DialContext
-		cc.RuntimeParams["application_name"] = applicationName
-		return pgx.ConnectConfig(ctx, cc)
-	}
 }
 
 // logPreviousSecret says whether WEBHOOK_SECRET_PREVIOUS still signs, and

@@ -190,7 +190,10 @@ func TestEventHeadersAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHTTPSenders(snd, sender.Config{})
+	h, err := sender.NewPerEndpoint(sender.PerEndpointConfig{Env: snd})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.Close)
 	row := webhook.Delivery{DeliveryID: "0b7f9c7e-3c1e-4a53-9d51-2f8f3b6c1a10", EventType: "e", Payload: []byte(`{}`), Attempt: 1}
 	for _, tc := range []struct{ headers, want string }{

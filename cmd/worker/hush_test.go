@@ -121,10 +121,14 @@ func TestSaturatedWorkerAsksForHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer snd.Close()
+	per, err := sender.NewPerEndpoint(sender.PerEndpointConfig{Env: snd, Base: sender.Config{Timeout: 10 * time.Second, MaxConns: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &recordingHush{}
 	wake := make(chan struct{}, 1)
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store, Sender: newHTTPSenders(snd, sender.Config{Timeout: 10 * time.Second, MaxConns: 2}), Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
+		Store: store, Sender: per, Hush: h, Wake: wake, Registerer: prometheus.NewRegistry(),
 		EnvEndpoint: true,
 		BatchSize:   1, Concurrency: 2, EndpointConcurrency: 2, MaxAttempts: 3,
 		PollInterval: time.Minute, BackoffBase: time.Second, BackoffMax: time.Second,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fluxora/webhook-worker/dbconn"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
 
@@ -52,9 +53,5 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 // parameter but application_name, no session state. Errors never contain
 // the connection string.
 func openPool(ctx context.Context, databaseURL string, size int32) (*pgxpool.Pool, error) {
-	pc, err := parsePool(config{DatabaseURL: databaseURL}, size, pooledPath)
-	if err != nil {
-		return nil, err
-	}
-	return connectPool(ctx, pc)
+	return dbconn.OpenPath(ctx, dbconn.Config{DatabaseURL: databaseURL, Size: size}, dbconn.Pooled)
 }

@@ -30,6 +30,10 @@ func (s keyringSealer) SealClientKey(id string, key []byte) (string, error) {
 	return s.k.Seal(key, sealed.EndpointClientKey(id))
 }
 
+func (s keyringSealer) OpenClientKey(id, stored string) ([]byte, error) {
+	return s.k.Open(stored, sealed.EndpointClientKey(id))
+}
+
 // errSealedUnreadable is the refusal to start of a worker that finds a
 // stored credential it cannot open: it would have to send unsigned, or
 // without its client certificate. Exit 2.
@@ -94,7 +98,7 @@ func checkCredentials(ctx context.Context, store *outbox.Store, k *sealed.Keyrin
 		return err
 	}
 	// Every secret opens: the marks of the workers that could not open one
-	// (secretWatch) are of a key file no longer in use here.
+	// (endpoints.Store.SecretUnreadable) are of a key file no longer in use here.
 	if err := store.ClearSecretUnreadable(ctx, ""); err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ type endpointStatus struct {
 	outbox.EndpointStatus
 	Circuit string `json:"circuit,omitempty"` // with REDIS_URL: closed, open, half-open, or why unknown
 	// BlockedKeys and BlockedOldestSecs: its ordering keys that cannot
-	// move now (outbox.BlockedKeysSQL), and how long the longest blocked
+	// move now (the statement blocked_keys), and how long the longest blocked
 	// has waited, in seconds.
 	BlockedKeys       int64   `json:"blocked_keys"`
 	BlockedOldestSecs float64 `json:"blocked_oldest_seconds"`

@@ -11,13 +11,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/fluxora/webhook-worker/dbconn"
 	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/egress"
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/listener"
+	"github.com/fluxora/webhook-worker/ordering"
 	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/retention"
+	"github.com/fluxora/webhook-worker/sealed"
 	"github.com/fluxora/webhook-worker/sender"
 	schema "github.com/fluxora/webhook-worker/sql"
 )
@@ -32,18 +35,17 @@ type worker struct {
 	lease time.Duration
 
 	pool *pgxpool.Pool
-	path poolPath
+	path dbconn.Path
 	lst  *listener.Listener
 	hsh  *listener.Hush
-	eps  *endpoints.Store
-	d    *dispatcher.Dispatcher
-	ret  *retention.Deleter // history's partitions; WEBHOOK_RETENTION=0 keeps them
-	// certs are the endpoints' client certificates, read again while it runs.
-	certs *clientCerts
-	// secrets tells of the endpoints' secrets the worker cannot open.
-	secrets *secretWatch
+	// eps is the endpoints' janitor, their client certificates (read
+	// again while it runs) and the watch of the secrets the worker
+	// cannot open.
+	eps *endpoints.Store
+	d   *dispatcher.Dispatcher
+	ret *retention.Deleter // history's partitions; WEBHOOK_RETENTION=0 keeps them
 	// blocked sets the blocked ordering keys' gauges while it runs.
-	blocked *blockedKeys
+	blocked *ordering.Blocked
 
 	closers []func() // run by Close, last first
 }
@@ -77,7 +79,7 @@ func (w *worker) build(ctx context.Context) error {
 		return err
 	}
 	w.lst, err = listener.New(listener.Config{
-		Connect: ownConnect(listenCC, "fluxora-webhook-listener"), Probe: notifyProbe(w.pool), Logger: w.log, Registerer: w.reg,
+		Connect: dbconn.Connect(listenCC, "fluxora-webhook-listener"), Probe: dbconn.NotifyProbe(w.pool), Logger: w.log, Registerer: w.reg,
 	})
 	if err != nil {
 		return err
@@ -94,10 +96,7 @@ func (w *worker) build(ctx context.Context) error {
 		return err
 	}
 	w.closers = append(w.closers, closeGates)
-	if w.hsh, err = listener.NewHush(listener.HushConfig{Connect: ownConnect(listenCC, "fluxora-webhook-hush"), Registerer: w.reg}); err != nil {
-		return err
-	}
-	if w.eps, err = endpoints.New(endpoints.Config{Pool: w.pool, Registerer: w.reg, Logger: w.log}); err != nil {
+	if w.hsh, err = listener.NewHush(listener.HushConfig{Connect: dbconn.Connect(listenCC, "fluxora-webhook-hush"), Registerer: w.reg}); err != nil {
 		return err
 	}
 	if err := w.newDispatcher(snd, gt); err != nil {
@@ -110,7 +109,7 @@ func (w *worker) build(ctx context.Context) error {
 // openDatabase opens the pool, checks the schema, and returns the base of
 // the listener's and the hush's own connections.
 //
-// On the direct path (pooled.go; the pooled path has neither):
+// On the direct path (package dbconn; the pooled path has neither):
 //
 // synchronous_commit=off on the worker's own writes: they no longer queue
 // for WAL flushes behind (and ahead of) the producers'. A database crash can
@@ -125,7 +124,8 @@ func (w *worker) build(ctx context.Context) error {
 // hand), which costs more than running them; their generic plans stay on
 // the indexes (TestClaimAndRecordUseIndexes).
 func (w *worker) openDatabase(ctx context.Context) (*pgx.ConnConfig, error) {
-	pool, path, err := openWorkerPool(ctx, w.cfg, w.log)
+	pool, path, err := dbconn.Open(ctx, dbconn.Config{DatabaseURL: w.cfg.DatabaseURL, ListenURL: w.cfg.ListenURL,
+		Size: poolSize, Logger: w.log})
 	if err != nil {
 		return nil, err
 	}
@@ -134,12 +134,12 @@ func (w *worker) openDatabase(ctx context.Context) (*pgx.ConnConfig, error) {
 	if err := schema.Check(ctx, pool); err != nil {
 		return nil, err
 	}
-	return listenBase(ctx, w.cfg)
+	return dbconn.ListenBase(ctx, w.cfg.ListenURL)
 }
 
 // openCredentials opens every stored credential (a worker that cannot
-// refuses to start: errSealedUnreadable) and loads the client
-// certificates.
+// refuses to start: errSealedUnreadable), builds the endpoints' store and
+// the blocked keys' gauges, and loads the client certificates.
 func (w *worker) openCredentials(ctx context.Context) error {
 	store, err := outbox.New(w.pool)
 	if err != nil {
@@ -148,15 +148,19 @@ func (w *worker) openCredentials(ctx context.Context) error {
 	if err := checkCredentials(ctx, store, w.cfg.Trust.Keys, w.log); err != nil {
 		return err
 	}
-	w.certs = newClientCerts(store, w.cfg.Trust.Keys, w.log, w.reg)
-	w.secrets = newSecretWatch(store, w.log, w.reg)
-	w.blocked = newBlockedKeys(store, w.log, w.reg)
-	return w.certs.load(ctx)
+	w.eps, err = endpoints.New(endpoints.Config{Pool: w.pool, Registerer: w.reg, Logger: w.log, Sealer: keyringSealer{w.cfg.Trust.Keys}})
+	if err != nil {
+		return err
+	}
+	if w.blocked, err = ordering.New(ordering.Config{Store: store, Registerer: w.reg, Logger: w.log}); err != nil {
+		return err
+	}
+	return w.eps.LoadClientCerts(ctx)
 }
 
 // senders builds the WEBHOOK_URL endpoint's sender (if any) and the cache
 // of the table endpoints' senders, all behind the egress guard.
-func (w *worker) senders() (*httpSenders, error) {
+func (w *worker) senders() (*sender.PerEndpoint, error) {
 	cfg := w.cfg
 	guard := egress.New(egress.Config{Allow: cfg.EgressAllow, DenyLoopback: !cfg.EgressAllowLoopback, Registerer: w.reg})
 	var envSnd *sender.Sender // nil: no WEBHOOK_URL endpoint
@@ -170,13 +174,19 @@ func (w *worker) senders() (*httpSenders, error) {
 		}
 		logPreviousSecret(w.log, cfg, time.Now())
 	}
+	keys := cfg.Trust.Keys
 	// An endpoint's limit grows to every slot (dispatcher/limits.go): its
 	// connections must too, or the requests above them wait in the
 	// transport, their attempt's time running.
-	snd := newHTTPSenders(envSnd, sender.Config{Timeout: cfg.Timeout, MaxConns: cfg.Concurrency,
-		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
-		Proxy: cfg.Trust.EgressProxy, RootCAs: cfg.Trust.RootCAs})
-	snd.keys, snd.certs, snd.secrets = cfg.Trust.Keys, w.certs, w.secrets
+	snd, err := sender.NewPerEndpoint(sender.PerEndpointConfig{Env: envSnd, EnvName: dispatcher.DefaultEndpointName,
+		Base: sender.Config{Timeout: cfg.Timeout, MaxConns: cfg.Concurrency,
+			MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
+			Proxy: cfg.Trust.EgressProxy, RootCAs: cfg.Trust.RootCAs},
+		OpenSecret:        func(id, stored string) ([]byte, error) { return keys.Open(stored, sealed.EndpointSecret(id)) },
+		ClientCertificate: w.eps.ClientCertificate, Secrets: w.eps})
+	if err != nil {
+		return nil, err
+	}
 	w.closers = append(w.closers, snd.Close)
 	return snd, nil
 }
@@ -184,7 +194,7 @@ func (w *worker) senders() (*httpSenders, error) {
 // newDispatcher wires the store (its claims and outcome writes), the
 // senders, the gates (none without REDIS_URL: no call at all), the hush
 // and the endpoints into the dispatcher.
-func (w *worker) newDispatcher(snd *httpSenders, gt *gates.Gates) error {
+func (w *worker) newDispatcher(snd *sender.PerEndpoint, gt *gates.Gates) error {
 	cfg := w.cfg
 	store, err := outbox.New(w.pool)
 	if err != nil {
@@ -198,8 +208,9 @@ func (w *worker) newDispatcher(snd *httpSenders, gt *gates.Gates) error {
 		Store: store, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Wake: w.lst.Wake(),
 		EnvEndpoint: cfg.WebhookURL != "", Registerer: w.reg, Logger: w.log,
 		BatchSize: cfg.BatchSize, Lease: w.lease, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency,
-		MaxAttempts: cfg.MaxAttempts, PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax,
-		DeferMax: gt.MaxDefer(), Rand: rand.Float64, Now: time.Now,
+		MaxAttempts:  cfg.MaxAttempts,
+		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, DeferMax: gt.MaxDefer(),
+		Rand: rand.Float64, Now: time.Now,
 	})
 	return err
 }
