@@ -3,6 +3,6 @@ package outbox
 // RecordSQL and RecordFanSQL are the record's statements as written (with
 // their @parameters), for the plan tests.
 var (
-	RecordSQL    = statements["record"].text
-	RecordFanSQL = statements["record_fan"].text
+	RecordSQL    = statements["record"].named()
+	RecordFanSQL = statements["record_fan"].named()
 )

@@ -1,11 +1,21 @@
 package outbox
 
-// ClaimStatements are the claim's steps as written (queries/claim.sql), by
-// name, in the order they run.
+// ClaimStatements are the claim's steps (queries/claim.sql), by name, in
+// the order they run, with pgx's named arguments.
 func ClaimStatements() [][2]string {
 	var out [][2]string
 	for _, name := range []string{"claim_queues", "claim_events", "claim_fan_out"} {
-		out = append(out, [2]string{name, statements[name].text})
+		out = append(out, [2]string{name, statements[name].named()})
+	}
+	return out
+}
+
+// Statements are every statement of queries/ as the files write them, by
+// name.
+func Statements() map[string]string {
+	out := map[string]string{}
+	for name, p := range statements {
+		out[name] = p.text
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -12,8 +13,10 @@ import (
 
 // queryFiles holds the store's statements, one file per subject. Each
 // statement is a block that begins with a line "-- name: NAME", goes on
-// with the comment lines that say what it does, and ends with ";". A block
-// runs in psql as written once its @parameters are given values.
+// with the comment lines that say what it does, and ends with ";". Its
+// parameters are psql's variables (:'limit'), so that a block runs in psql
+// as written once they are set (\set limit 10); the store sends them as
+// pgx's named arguments (@limit).
 //
 //go:embed queries/*.sql
 var queryFiles embed.FS
@@ -25,6 +28,13 @@ type parsed struct {
 	// as sent.
 	doc, text string
 }
+
+// psqlVar is a parameter as the files write it: psql's variable,
+// interpolated as a literal (:'name').
+var psqlVar = regexp.MustCompile(`:'([A-Za-z_][A-Za-z0-9_]*)'`)
+
+// named is p's text with its parameters as pgx's named arguments.
+func (p parsed) named() string { return psqlVar.ReplaceAllString(p.text, "@$1") }
 
 // statements are the blocks of queryFiles by name.
 var statements = mustParseFiles(queryFiles)
@@ -42,18 +52,18 @@ func statement(name string) named {
 		panic(fmt.Sprintf("outbox: no statement named %q in queries/", name))
 	}
 	requested.Store(name, true)
-	return mustNamed(p.text)
+	return mustNamed(p.named())
 }
 
-// rawStatement returns the named statement as written (with its @parameters), for
-// a statement run with pgx.NamedArgs.
+// rawStatement returns the named statement with its parameters as pgx's
+// named arguments (@name), for a statement run with pgx.NamedArgs.
 func rawStatement(name string) string {
 	p, ok := statements[name]
 	if !ok {
 		panic(fmt.Sprintf("outbox: no statement named %q in queries/", name))
 	}
 	requested.Store(name, true)
-	return p.text
+	return p.named()
 }
 
 // mustParseFiles reads every block of the files; it panics on a file it

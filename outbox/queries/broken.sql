@@ -1,7 +1,7 @@
 -- The rows a claim returned that the worker cannot decode.
 
 -- name: dead_letter_broken
--- Moves the rows of @broken (a JSON array of {"id", "token", "reason"}) to
+-- Moves the rows of :'broken' (a JSON array of {"id", "token", "reason"}) to
 -- the dead letter, each with its reason, where the caller's lease still
 -- holds them (the fence): one statement, so the mark and the dead letter
 -- commit together. created_at is brought into the schema's range, so that
@@ -11,7 +11,7 @@ WITH broken AS (
   SELECT b.id,
     b.token,
     b.reason
-  FROM jsonb_to_recordset(@broken::jsonb) AS b(id bigint, token uuid, reason text)
+  FROM jsonb_to_recordset(:'broken'::jsonb) AS b(id bigint, token uuid, reason text)
 ), moved AS (
   UPDATE webhook_outbox o
   SET processed = true,

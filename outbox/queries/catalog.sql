@@ -6,13 +6,13 @@
 -- table's constraints and trigger check every value written.
 
 -- name: add_endpoint
--- Inserts an endpoint, enabled, under @id (NULL: a new uuid); a @retry_rps
--- of 0 stores no override, a NULL @client_cert none, an empty @ordering
+-- Inserts an endpoint, enabled, under :'id' (NULL: a new uuid); a :'retry_rps'
+-- of 0 stores no override, a NULL :'client_cert' none, an empty :'ordering'
 -- the default ('move-on'). A taken name is a unique violation (23505).
 WITH added AS (
   INSERT INTO webhook_endpoints (id, name, url, secret, event_types, retry_rps, client_cert, client_key, client_cert_not_after, ordering)
-  VALUES (coalesce(@id::uuid, gen_random_uuid()), @name, @url, @secret, @event_types, nullif(@retry_rps, 0),
-    @client_cert, @client_key, @client_cert_not_after, coalesce(nullif(@ordering::text, ''), 'move-on'))
+  VALUES (coalesce(:'id'::uuid, gen_random_uuid()), :'name', :'url', :'secret', :'event_types', nullif(:'retry_rps', 0),
+    :'client_cert', :'client_key', :'client_cert_not_after', coalesce(nullif(:'ordering'::text, ''), 'move-on'))
   RETURNING webhook_endpoints AS e
 )
 SELECT s.*
@@ -27,32 +27,32 @@ CROSS JOIN LATERAL webhook_endpoint_shown(e) s
 ORDER BY e.name;
 
 -- name: endpoint_by_name
--- The endpoint named @name.
+-- The endpoint named :'name'.
 SELECT s.*
 FROM webhook_endpoints e
 CROSS JOIN LATERAL webhook_endpoint_shown(e) s
-WHERE e.name = @name;
+WHERE e.name = :'name';
 
 -- name: update_endpoint
--- Changes the endpoint named @name: each NULL parameter keeps its column;
--- a @retry_rps of 0 clears the override. A new @secret takes over at once
+-- Changes the endpoint named :'name': each NULL parameter keeps its column;
+-- a :'retry_rps' of 0 clears the override. A new :'secret' takes over at once
 -- and ends any grace period of an earlier rotation (the previous secret is
--- erased with its end). A @client_cert replaces the client certificate
--- ('': removes it). With @id, only the endpoint of that name and id
+-- erased with its end). A :'client_cert' replaces the client certificate
+-- ('': removes it). With :'id', only the endpoint of that name and id
 -- changes (the one its new values were sealed for).
 WITH changed AS (
   UPDATE webhook_endpoints
-  SET url = coalesce(@url, url),
-    event_types = coalesce(@event_types, event_types),
-    retry_rps = CASE WHEN @retry_rps::int IS NULL THEN retry_rps ELSE nullif(@retry_rps::int, 0) END,
-    secret = coalesce(@secret, secret),
-    ordering = coalesce(@ordering, ordering),
-    secret_previous = CASE WHEN @secret::text IS NULL THEN secret_previous END,
-    secret_previous_until = CASE WHEN @secret::text IS NULL THEN secret_previous_until END,
-    client_cert = CASE WHEN @client_cert::text IS NULL THEN client_cert ELSE nullif(@client_cert::text, '') END,
-    client_key = CASE WHEN @client_cert::text IS NULL THEN client_key ELSE nullif(@client_key::text, '') END,
-    client_cert_not_after = CASE WHEN @client_cert::text IS NULL THEN client_cert_not_after ELSE @client_cert_not_after::timestamptz END
-  WHERE name = @name AND (@id::uuid IS NULL OR id = @id::uuid)
+  SET url = coalesce(:'url', url),
+    event_types = coalesce(:'event_types', event_types),
+    retry_rps = CASE WHEN :'retry_rps'::int IS NULL THEN retry_rps ELSE nullif(:'retry_rps'::int, 0) END,
+    secret = coalesce(:'secret', secret),
+    ordering = coalesce(:'ordering', ordering),
+    secret_previous = CASE WHEN :'secret'::text IS NULL THEN secret_previous END,
+    secret_previous_until = CASE WHEN :'secret'::text IS NULL THEN secret_previous_until END,
+    client_cert = CASE WHEN :'client_cert'::text IS NULL THEN client_cert ELSE nullif(:'client_cert'::text, '') END,
+    client_key = CASE WHEN :'client_cert'::text IS NULL THEN client_key ELSE nullif(:'client_key'::text, '') END,
+    client_cert_not_after = CASE WHEN :'client_cert'::text IS NULL THEN client_cert_not_after ELSE :'client_cert_not_after'::timestamptz END
+  WHERE name = :'name' AND (:'id'::uuid IS NULL OR id = :'id'::uuid)
   RETURNING webhook_endpoints AS e
 )
 SELECT s.*
@@ -60,7 +60,7 @@ FROM changed
 CROSS JOIN LATERAL webhook_endpoint_shown(changed.e) s;
 
 -- name: enable_endpoint
--- Enables the endpoint named @name and clears its disabled reason and time
+-- Enables the endpoint named :'name' and clears its disabled reason and time
 -- and its run of failures (failing_since), so that the janitor does not
 -- disable it again at once. Its dead letters stay.
 WITH turned_on AS (
@@ -69,7 +69,7 @@ WITH turned_on AS (
     disabled_reason = NULL,
     disabled_at = NULL,
     failing_since = NULL
-  WHERE name = @name
+  WHERE name = :'name'
   RETURNING webhook_endpoints AS e
 )
 SELECT s.*

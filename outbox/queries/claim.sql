@@ -1,15 +1,15 @@
 -- The claim: three statements sent together, in one round trip, and run in
 -- one transaction. Each step tells the next what it took through the
 -- transaction's setting fluxora.claim (JSON: taken, env, rooms, events), so
--- that together they stay within @limit and each endpoint's room. Each runs
+-- that together they stay within :'limit' and each endpoint's room. Each runs
 -- alone in psql too: without the setting, a step has the whole budget.
 -- ARCHITECTURE.md, "The claim", says why each is shaped as it is.
 
 -- name: claim_queues
 -- Leases the due deliveries of the endpoints' queues: lists the endpoints
--- with pending deliveries (a loose index scan), keeps those not in @skip
--- whose head is due (the @limit oldest heads), takes from each at most its
--- room and an equal share of @limit, oldest first, and interleaves them
+-- with pending deliveries (a loose index scan), keeps those not in :'skip'
+-- whose head is due (the :'limit' oldest heads), takes from each at most its
+-- room and an equal share of :'limit', oldest first, and interleaves them
 -- round robin; the WEBHOOK_URL endpoint's deliveries are one more queue.
 WITH RECURSIVE queues(endpoint_id) AS (
   (SELECT o.endpoint_id
@@ -27,7 +27,7 @@ WITH RECURSIVE queues(endpoint_id) AS (
   WHERE q.endpoint_id IS NOT NULL
 ), heads AS (
   SELECT q.endpoint_id,
-    coalesce((@room::jsonb ->> q.endpoint_id::text)::int, @default_room::int) AS room,
+    coalesce((:'room'::jsonb ->> q.endpoint_id::text)::int, :'default_room'::int) AS room,
     (SELECT o.created_at
      FROM webhook_outbox o
      WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held
@@ -35,16 +35,16 @@ WITH RECURSIVE queues(endpoint_id) AS (
      ORDER BY o.created_at, o.id
      LIMIT 1) AS head
   FROM queues q
-  WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(@skip::uuid[])
+  WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(:'skip'::uuid[])
 ), ready AS (
   SELECT h.endpoint_id, h.room
   FROM heads h
   WHERE h.head IS NOT NULL AND h.room > 0
   ORDER BY h.head
-  LIMIT @limit
+  LIMIT :'limit'
 ), env_ready AS (
-  SELECT @env_room::int AS room
-  WHERE @env_room::int > 0
+  SELECT :'env_room'::int AS room
+  WHERE :'env_room'::int > 0
     AND (SELECT true
          FROM webhook_outbox o
          WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held
@@ -52,7 +52,7 @@ WITH RECURSIVE queues(endpoint_id) AS (
          ORDER BY o.created_at, o.id
          LIMIT 1)
 ), share AS (
-  SELECT greatest(1, ceil(@limit::numeric / greatest(1, (SELECT count(*) FROM ready) + (SELECT count(*) FROM env_ready))))::int AS n
+  SELECT greatest(1, ceil(:'limit'::numeric / greatest(1, (SELECT count(*) FROM ready) + (SELECT count(*) FROM env_ready))))::int AS n
 ), picked AS (
   SELECT c.id, r.endpoint_id, c.created_at, c.reclaimed, r.room,
     row_number() OVER (PARTITION BY r.endpoint_id ORDER BY c.created_at, c.id) AS rn
@@ -67,7 +67,7 @@ WITH RECURSIVE queues(endpoint_id) AS (
           ORDER BY o.created_at, o.id
           LIMIT least(r.room, s.n)
           FOR UPDATE SKIP LOCKED) x
-    LIMIT @limit) c
+    LIMIT :'limit') c
   UNION ALL
   SELECT c.id, NULL::uuid, c.created_at, c.reclaimed, r.room,
     row_number() OVER (ORDER BY c.created_at, c.id)
@@ -82,15 +82,15 @@ WITH RECURSIVE queues(endpoint_id) AS (
           ORDER BY o.created_at, o.id
           LIMIT least(r.room, s.n)
           FOR UPDATE SKIP LOCKED) x
-    LIMIT @limit) c
+    LIMIT :'limit') c
 ), chosen AS (
   SELECT *
   FROM picked
   ORDER BY rn, created_at, id
-  LIMIT @limit
+  LIMIT :'limit'
 ), leased AS (
   UPDATE webhook_outbox o
-  SET locked_until = now() + @lease_ms * interval '1 millisecond',
+  SET locked_until = now() + :'lease_ms' * interval '1 millisecond',
     lease_token = gen_random_uuid(),
     reclaims = least(o.reclaims::bigint + c.reclaimed::int, 2147483647)::int
   FROM chosen c
@@ -123,22 +123,22 @@ LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id;
 -- Takes the oldest due events (at least one, as many as the budget left
 -- can deliver), a keyed event only when no older event of its key waits.
 -- An event no endpoint of the table takes is done here: the WEBHOOK_URL
--- endpoint's delivery (@env: leased while its room and the budget last)
+-- endpoint's delivery (:'env': leased while its room and the budget last)
 -- or unrouted. The others are kept, locked, for claim_fan_out (state
 -- to_fan_out): their ids go into fluxora.claim.
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), budget AS (
-  SELECT @limit::int - coalesce((t ->> 'taken')::int, 0) AS total,
-    @env_room::int - coalesce((t ->> 'env')::int, 0) AS env,
+  SELECT :'limit'::int - coalesce((t ->> 'taken')::int, 0) AS total,
+    :'env_room'::int - coalesce((t ->> 'env')::int, 0) AS env,
     t
   FROM told
 ), cap AS (
-  SELECT CASE WHEN @env::boolean AND @env_room::int <= 0 AND count(e.id) = 0 THEN 0
+  SELECT CASE WHEN :'env'::boolean AND :'env_room'::int <= 0 AND count(e.id) = 0 THEN 0
     ELSE greatest(1, least(
-      b.total / greatest(1, count(e.id) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(@skip::uuid[]))
-        + (@env::boolean AND @env_room::int > 0)::int),
-      CASE WHEN @env::boolean AND @env_room::int > 0 THEN b.env END)) END AS n
+      b.total / greatest(1, count(e.id) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(:'skip'::uuid[]))
+        + (:'env'::boolean AND :'env_room'::int > 0)::int),
+      CASE WHEN :'env'::boolean AND :'env_room'::int > 0 THEN b.env END)) END AS n
   FROM budget b
   LEFT JOIN webhook_endpoints e ON e.enabled
   GROUP BY b.total, b.env
@@ -156,14 +156,14 @@ WITH told AS (
         ORDER BY o.created_at, o.id
         LIMIT (SELECT n FROM cap)
         FOR UPDATE SKIP LOCKED) l
-  LIMIT @limit
+  LIMIT :'limit'
 ), sized AS (
-  SELECT l.*, s.targets, s.takes + (@env::boolean AND @env_room::int > 0)::int AS takes,
+  SELECT l.*, s.targets, s.takes + (:'env'::boolean AND :'env_room'::int > 0)::int AS takes,
     row_number() OVER w AS k,
-    sum(s.takes + (@env::boolean AND @env_room::int > 0)::int) OVER w AS upto
+    sum(s.takes + (:'env'::boolean AND :'env_room'::int > 0)::int) OVER w AS upto
   FROM locked l
   CROSS JOIN LATERAL (
-    SELECT count(*) AS targets, count(*) FILTER (WHERE e.id <> ALL(@skip::uuid[])) AS takes
+    SELECT count(*) AS targets, count(*) FILTER (WHERE e.id <> ALL(:'skip'::uuid[])) AS takes
     FROM webhook_endpoints e
     WHERE CASE WHEN l.fan_to IS NULL THEN e.enabled AND (cardinality(e.event_types) = 0 OR l.event_type = ANY(e.event_types))
       ELSE e.id = ANY(l.fan_to) AND e.id <> ALL(coalesce(l.fan_done, '{}')) END) s
@@ -171,20 +171,20 @@ WITH told AS (
 ), kept AS (
   SELECT s.*, s.fan_to IS NULL AND s.targets = 0 AS simple
   FROM sized s
-  WHERE s.k = 1 OR s.upto <= @limit
+  WHERE s.k = 1 OR s.upto <= :'limit'
 ), simple AS (
   SELECT k.id, k.reclaimed,
-    @env::boolean AND row_number() OVER (ORDER BY k.created_at, k.id) <= least((SELECT env FROM budget), (SELECT total FROM budget)) AS lease
+    :'env'::boolean AND row_number() OVER (ORDER BY k.created_at, k.id) <= least((SELECT env FROM budget), (SELECT total FROM budget)) AS lease
   FROM kept k
   WHERE k.simple
 ), done AS (
   UPDATE webhook_outbox o
-  SET locked_until = CASE WHEN x.lease THEN now() + @lease_ms * interval '1 millisecond' END,
+  SET locked_until = CASE WHEN x.lease THEN now() + :'lease_ms' * interval '1 millisecond' END,
     lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
     reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
-    fanout = @env::boolean::int,
-    processed = NOT @env::boolean,
-    processed_at = CASE WHEN NOT @env::boolean THEN now() END
+    fanout = :'env'::boolean::int,
+    processed = NOT :'env'::boolean,
+    processed_at = CASE WHEN NOT :'env'::boolean THEN now() END
   FROM simple x
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM simple)) AND o.id = x.id
   RETURNING o.*, x.reclaimed
@@ -223,8 +223,8 @@ LEFT JOIN done u ON u.id = k.id;
 -- delivery for each enabled endpoint subscribed to the event's type (for
 -- an event whose fan-out in flight was cut short: each endpoint of fan_to
 -- not in fan_done), made leased when it fits (its endpoint's room and the
--- budget left, oldest event first), else pending; with @env the event's
--- own row is the WEBHOOK_URL endpoint's delivery. Without @env, an event
+-- budget left, oldest event first), else pending; with :'env' the event's
+-- own row is the WEBHOOK_URL endpoint's delivery. Without :'env', an event
 -- without an ordering key whose every delivery fits is not given rows: it
 -- is leased whole, a fan-out in flight (fan_to), and its deliveries come
 -- with its id in event, their rows written with their outcomes.
@@ -244,13 +244,13 @@ WITH told AS (
   UNION ALL
   SELECT ev.id, ev.created_at, NULL::uuid
   FROM ev
-  WHERE @env::boolean
+  WHERE :'env'::boolean
 ), offers AS (
   SELECT x.event_id, x.endpoint_id, x.created_at,
     row_number() OVER (PARTITION BY x.endpoint_id ORDER BY x.created_at, x.event_id) <= CASE
-      WHEN x.endpoint_id IS NULL THEN @env_room::int - coalesce((d.t ->> 'env')::int, 0)
-      WHEN x.endpoint_id = ANY(@skip::uuid[]) THEN 0
-      ELSE coalesce((@room::jsonb ->> x.endpoint_id::text)::int, @default_room::int)
+      WHEN x.endpoint_id IS NULL THEN :'env_room'::int - coalesce((d.t ->> 'env')::int, 0)
+      WHEN x.endpoint_id = ANY(:'skip'::uuid[]) THEN 0
+      ELSE coalesce((:'room'::jsonb ->> x.endpoint_id::text)::int, :'default_room'::int)
         - coalesce((d.t -> 'rooms' ->> x.endpoint_id::text)::int, 0)
     END AS roomy
   FROM targets x
@@ -258,13 +258,13 @@ WITH told AS (
 ), fits AS (
   SELECT f.event_id, f.endpoint_id,
     f.roomy AND row_number() OVER (PARTITION BY f.roomy ORDER BY f.created_at, f.event_id, f.endpoint_id)
-      <= @limit::int - coalesce(((SELECT t FROM told) ->> 'taken')::int, 0) AS lease
+      <= :'limit'::int - coalesce(((SELECT t FROM told) ->> 'taken')::int, 0) AS lease
   FROM offers f
 ), lazy AS (
   SELECT f.event_id AS id, array_agg(f.endpoint_id) AS eps
   FROM fits f
   JOIN ev ON ev.id = f.event_id
-  WHERE NOT @env::boolean AND ev.ordering_key IS NULL AND ev.fan_to IS NULL
+  WHERE NOT :'env'::boolean AND ev.ordering_key IS NULL AND ev.fan_to IS NULL
     AND webhook_time_clamp(ev.created_at) = ev.created_at
   GROUP BY f.event_id
   HAVING bool_and(f.lease)
@@ -272,7 +272,7 @@ WITH told AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, ordering_key, locked_until, lease_token)
   SELECT md5(o.delivery_id::text || '/' || f.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, f.endpoint_id,
     o.headers, o.ordering_key,
-    CASE WHEN f.lease THEN now() + @lease_ms * interval '1 millisecond' END,
+    CASE WHEN f.lease THEN now() + :'lease_ms' * interval '1 millisecond' END,
     CASE WHEN f.lease THEN gen_random_uuid() END
   FROM fits f
   JOIN webhook_outbox o ON o.id = f.event_id
@@ -288,13 +288,13 @@ WITH told AS (
   LEFT JOIN lazy lz ON lz.id = ev.id
 ), upd AS (
   UPDATE webhook_outbox o
-  SET locked_until = CASE WHEN x.lease THEN now() + @lease_ms * interval '1 millisecond' END,
+  SET locked_until = CASE WHEN x.lease THEN now() + :'lease_ms' * interval '1 millisecond' END,
     lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
     reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
-    fanout = CASE WHEN x.eps IS NULL THEN coalesce(cardinality(o.fan_to), x.n) + @env::boolean::int END,
+    fanout = CASE WHEN x.eps IS NULL THEN coalesce(cardinality(o.fan_to), x.n) + :'env'::boolean::int END,
     fan_to = coalesce(x.eps, o.fan_to),
-    processed = NOT @env::boolean AND x.eps IS NULL,
-    processed_at = CASE WHEN NOT @env::boolean AND x.eps IS NULL THEN now() END
+    processed = NOT :'env'::boolean AND x.eps IS NULL,
+    processed_at = CASE WHEN NOT :'env'::boolean AND x.eps IS NULL THEN now() END
   FROM taken x
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
   RETURNING o.*, x.reclaimed, x.eps

@@ -6,7 +6,7 @@
 -- partitions of that time (ARCHITECTURE.md, "The operators' reads").
 
 -- name: endpoint_hours
--- The attempts that started at or after @since, by endpoint: how many, how
+-- The attempts that started at or after :'since', by endpoint: how many, how
 -- many delivered, the median and 99th percentile of their durations in
 -- milliseconds.
 SELECT webhook_endpoint_name(d.endpoint_id, e.name) AS name,
@@ -21,34 +21,34 @@ FROM (
     percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
     percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms) AS p99
   FROM webhook_attempts
-  WHERE started_at >= @since
+  WHERE started_at >= :'since'
   GROUP BY endpoint_id
 ) d
 LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id;
 
 -- name: endpoint_attempts
--- The attempts that started at or after @since, newest first, at most
--- @limit, of the endpoint @endpoint_id (NULL: the WEBHOOK_URL endpoint)
--- when @endpoint_given, else of every endpoint.
+-- The attempts that started at or after :'since', newest first, at most
+-- :'limit', of the endpoint :'endpoint_id' (NULL: the WEBHOOK_URL endpoint)
+-- when :'endpoint_given', else of every endpoint.
 SELECT d.delivery_id::text AS delivery_id, d.attempt, webhook_time_clamp(d.started_at) AS started_at, d.duration_ms,
   webhook_endpoint_name(d.endpoint_id, e.name) AS endpoint, d.status, d.error_class, d.error
 FROM webhook_attempts d
 LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id
-WHERE d.started_at >= @since
-  AND (NOT @endpoint_given::boolean OR d.endpoint_id IS NOT DISTINCT FROM @endpoint_id::uuid)
+WHERE d.started_at >= :'since'
+  AND (NOT :'endpoint_given'::boolean OR d.endpoint_id IS NOT DISTINCT FROM :'endpoint_id'::uuid)
 ORDER BY d.started_at DESC, d.id DESC
-LIMIT @limit;
+LIMIT :'limit';
 
 -- name: search_attempts
--- The attempts of the delivery @id, or of the deliveries the event @id was
+-- The attempts of the delivery :'id', or of the deliveries the event :'id' was
 -- fanned out to (each one's id is md5 of the event's id, '/', the
 -- endpoint's id), by delivery and oldest first. Each id is one probe of the
 -- delivery_id index per partition: the cost grows with the endpoints and
 -- the partitions kept.
 WITH ids AS (
-  SELECT @id::uuid AS id
+  SELECT :'id'::uuid AS id
   UNION ALL
-  SELECT md5(@id::uuid::text || '/' || w.id::text)::uuid
+  SELECT md5(:'id'::uuid::text || '/' || w.id::text)::uuid
   FROM webhook_endpoints w
 )
 SELECT d.delivery_id::text AS delivery_id, d.attempt, webhook_time_clamp(d.started_at) AS started_at, d.duration_ms,
@@ -59,14 +59,14 @@ WHERE d.delivery_id IN (SELECT id FROM ids)
 ORDER BY d.delivery_id, d.started_at, d.id;
 
 -- name: delivery_row
--- The row of the delivery or event @id: a dead letter first, then a
+-- The row of the delivery or event :'id': a dead letter first, then a
 -- pending row (or a delivery of a fan-out in flight, which carries its
--- event's payload), then one processed in [@from, @to] (the bounds prune
+-- event's payload), then one processed in [:'from', :'to'] (the bounds prune
 -- the history to its partitions; the pending partition has no delivery_id
--- index: it is read whole). The payload is cut to @preview characters.
+-- index: it is read whole). The payload is cut to :'preview' characters.
 SELECT r.place,
   r.event_type,
-  left(r.payload::text, @preview) AS payload_preview,
+  left(r.payload::text, :'preview') AS payload_preview,
   octet_length(r.payload::text) AS payload_bytes,
   coalesce(r.headers, '{}'::jsonb) AS headers,
   coalesce(r.ordering_key, '') AS ordering_key,
@@ -74,19 +74,19 @@ SELECT r.place,
 FROM (
   SELECT 'dead_letter' AS place, event_type, payload, headers, ordering_key, ordering_seq, 1 AS rank
   FROM webhook_dead_letter
-  WHERE delivery_id = @id::uuid
+  WHERE delivery_id = :'id'::uuid
   UNION ALL
   SELECT CASE WHEN locked_until > now() THEN 'in_flight' ELSE 'pending' END, event_type, payload, headers, ordering_key, ordering_seq, 2
   FROM webhook_outbox
-  WHERE NOT processed AND delivery_id = @id::uuid
+  WHERE NOT processed AND delivery_id = :'id'::uuid
   UNION ALL
   SELECT CASE WHEN f.locked_until > now() THEN 'in_flight' ELSE 'pending' END, f.event_type, f.payload, f.headers, f.ordering_key, NULL, 2
   FROM webhook_fan_out_in_flight() f
-  WHERE f.delivery_id = @id::uuid
+  WHERE f.delivery_id = :'id'::uuid
   UNION ALL
   SELECT 'processed', event_type, payload, headers, ordering_key, ordering_seq, 3
   FROM webhook_outbox
-  WHERE processed AND processed_at >= @from AND processed_at <= @to AND delivery_id = @id::uuid
+  WHERE processed AND processed_at >= :'from' AND processed_at <= :'to' AND delivery_id = :'id'::uuid
 ) r
 ORDER BY r.rank
 LIMIT 1;

@@ -3,30 +3,30 @@
 -- live"). retention.sql empties the default partitions.
 
 -- name: prepare_history
--- Creates the missing partitions of both histories, @width_s seconds wide,
--- from one width before now to @ahead_s seconds after it by the database
+-- Creates the missing partitions of both histories, :'width_s' seconds wide,
+-- from one width before now to :'ahead_s' seconds after it by the database
 -- clock, and returns how many it made (webhook_history_prepare: one
 -- creator at a time, each creation a brief lock of the parent, waited for
 -- at most 500 ms). A range whose rows sit in the default partition is left
 -- to it.
 SELECT webhook_history_prepare(
     'webhook_outbox_history',
-    @width_s * interval '1 second',
-    now() - @width_s * interval '1 second',
-    now() + @ahead_s * interval '1 second')
+    :'width_s' * interval '1 second',
+    now() - :'width_s' * interval '1 second',
+    now() + :'ahead_s' * interval '1 second')
   + webhook_history_prepare(
     'webhook_attempts',
-    @width_s * interval '1 second',
-    now() - @width_s * interval '1 second',
-    now() + @ahead_s * interval '1 second') AS made;
+    :'width_s' * interval '1 second',
+    now() - :'width_s' * interval '1 second',
+    now() + :'ahead_s' * interval '1 second') AS made;
 
 -- name: detach_history
--- Detaches the oldest partition of @parent whose upper bound is at least
--- @retention_ms milliseconds ago by the database clock and returns its
+-- Detaches the oldest partition of :'parent' whose upper bound is at least
+-- :'retention_ms' milliseconds ago by the database clock and returns its
 -- name, NULL when there is none (webhook_history_detach: one partition a
 -- statement, so that no transaction holds one parent's lock while it waits
 -- for another's; the lock waited for at most 500 ms).
-SELECT webhook_history_detach(@parent::regclass, now() - @retention_ms * interval '1 millisecond') AS detached;
+SELECT webhook_history_detach(:'parent'::regclass, now() - :'retention_ms' * interval '1 millisecond') AS detached;
 
 -- name: drop_detached
 -- Drops every detached history partition, also those a worker detached

@@ -12,7 +12,7 @@ WITH locked AS (
   FROM webhook_ordering_lanes l
   WHERE (l.endpoint_id, l.ordering_key) IN (
     SELECT coalesce(nullif(x.e, '')::uuid, webhook_ordering_nil()), x.k
-    FROM unnest(@endpoints::text[], @keys::text[]) AS x(e, k))
+    FROM unnest(:'endpoints'::text[], :'keys'::text[]) AS x(e, k))
   ORDER BY l.endpoint_id, l.ordering_key
   FOR NO KEY UPDATE OF l
 )
@@ -26,7 +26,7 @@ SELECT set_config('fluxora.lanes', 'record', true) AS lanes,
 -- It runs after the record, in the same transaction, and sees what it did.
 WITH lanes AS (
   SELECT DISTINCT nullif(x.e, '')::uuid AS endpoint_id, x.k AS ordering_key
-  FROM unnest(@endpoints::text[], @keys::text[]) AS x(e, k)
+  FROM unnest(:'endpoints'::text[], :'keys'::text[]) AS x(e, k)
 )
 UPDATE webhook_outbox o
 SET held = false

@@ -2,7 +2,7 @@
 -- live"): which keys are blocked.
 
 -- name: blocked_keys
--- By endpoint name (@default_endpoint for the WEBHOOK_URL endpoint, whose
+-- By endpoint name (:'default_endpoint' for the WEBHOOK_URL endpoint, whose
 -- endpoint_id is NULL; '' for a removed one), how many keys are blocked,
 -- and how long, in seconds, the oldest has waited. A key is blocked when
 -- rows wait behind a head that cannot go now (its retry is scheduled
@@ -66,7 +66,7 @@ WITH waiting AS (
   FROM stuck
   GROUP BY endpoint_id, ordering_key
 )
-SELECT coalesce(e.name, CASE WHEN l.endpoint_id IS NULL THEN @default_endpoint::text ELSE '' END) AS endpoint,
+SELECT coalesce(e.name, CASE WHEN l.endpoint_id IS NULL THEN :'default_endpoint'::text ELSE '' END) AS endpoint,
   count(*) AS keys,
   coalesce(EXTRACT(EPOCH FROM now() - min(webhook_time_clamp(l.since))), 0)::float8 AS oldest_seconds
 FROM lanes l

@@ -9,16 +9,16 @@
 -- primary key. ARCHITECTURE.md, "The record", says what each step does.
 WITH r AS (
   SELECT *
-  FROM unnest(@ids::bigint[], @tokens::uuid[], @kinds::text[], @attempts::int[], @delays_ms::bigint[], @statuses::int[],
-    @errors::text[], @healths::text[], @started::timestamptz[], @took_ms::float8[], @try_classes::text[], @try_errors::text[],
-    @marks::boolean[])
+  FROM unnest(:'ids'::bigint[], :'tokens'::uuid[], :'kinds'::text[], :'attempts'::int[], :'delays_ms'::bigint[], :'statuses'::int[],
+    :'errors'::text[], :'healths'::text[], :'started'::timestamptz[], :'took_ms'::float8[], :'try_classes'::text[], :'try_errors'::text[],
+    :'marks'::boolean[])
     AS r(id, token, kind, attempt, delay_ms, status, error, health, started, took_ms, try_class, try_error, mark)
 ), released AS (
   UPDATE webhook_outbox o
   SET locked_until = NULL,
     lease_token = NULL
   FROM r
-  WHERE r.kind = 'release' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind = 'release' AND o.id = ANY(:'own') AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
 ), deferred AS (
   UPDATE webhook_outbox o
@@ -26,14 +26,14 @@ WITH r AS (
     locked_until = NULL,
     lease_token = NULL
   FROM r
-  WHERE r.kind = 'defer' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind = 'defer' AND o.id = ANY(:'own') AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
 ), marked AS (
   UPDATE webhook_outbox o
   SET processed = true,
     processed_at = now()
   FROM r
-  WHERE r.mark AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.mark AND o.id = ANY(:'own') AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error

@@ -9,14 +9,14 @@
 -- adds its endpoint to its event's fan_done. ARCHITECTURE.md, "The record".
 WITH r AS (
   SELECT *
-  FROM unnest(@ids::bigint[], @tokens::uuid[], @kinds::text[], @attempts::int[], @delays_ms::bigint[], @statuses::int[],
-    @errors::text[], @healths::text[], @started::timestamptz[], @took_ms::float8[], @try_classes::text[], @try_errors::text[],
-    @marks::boolean[], @event_of::bigint[], @endpoint_of::text[])
+  FROM unnest(:'ids'::bigint[], :'tokens'::uuid[], :'kinds'::text[], :'attempts'::int[], :'delays_ms'::bigint[], :'statuses'::int[],
+    :'errors'::text[], :'healths'::text[], :'started'::timestamptz[], :'took_ms'::float8[], :'try_classes'::text[], :'try_errors'::text[],
+    :'marks'::boolean[], :'event_of'::bigint[], :'endpoint_of'::text[])
     AS r(id, token, kind, attempt, delay_ms, status, error, health, started, took_ms, try_class, try_error, mark, event, endpoint)
 ), held AS (
   SELECT o.id, o.lease_token, o.delivery_id, o.event_type, o.payload, o.headers, o.created_at
   FROM webhook_outbox o
-  WHERE NOT o.processed AND o.id = ANY(@events)
+  WHERE NOT o.processed AND o.id = ANY(:'events')
   FOR UPDATE
 ), lz AS (
   SELECT r.id, md5(h.delivery_id::text || '/' || r.endpoint)::uuid AS delivery_id, h.event_type, h.payload,
@@ -40,13 +40,13 @@ WITH r AS (
     processed_at = CASE WHEN coalesce(cardinality(o.fan_done), 0) + cardinality(d.eps) >= cardinality(o.fan_to) THEN now() END,
     fanout = CASE WHEN coalesce(cardinality(o.fan_done), 0) + cardinality(d.eps) >= cardinality(o.fan_to) THEN cardinality(o.fan_to) END
   FROM (SELECT event, array_agg(endpoint_id) AS eps FROM lz GROUP BY event) d
-  WHERE NOT o.processed AND o.id = ANY(@events) AND o.id = d.event
+  WHERE NOT o.processed AND o.id = ANY(:'events') AND o.id = d.event
 ), released AS (
   UPDATE webhook_outbox o
   SET locked_until = NULL,
     lease_token = NULL
   FROM r
-  WHERE r.kind = 'release' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind = 'release' AND o.id = ANY(:'own') AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
 ), deferred AS (
   UPDATE webhook_outbox o
@@ -54,14 +54,14 @@ WITH r AS (
     locked_until = NULL,
     lease_token = NULL
   FROM r
-  WHERE r.kind = 'defer' AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.kind = 'defer' AND o.id = ANY(:'own') AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id
 ), marked AS (
   UPDATE webhook_outbox o
   SET processed = true,
     processed_at = now()
   FROM r
-  WHERE r.mark AND o.id = ANY(@own) AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
+  WHERE r.mark AND o.id = ANY(:'own') AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
     o.attempt AS made, r.started, r.took_ms, r.try_class, r.try_error

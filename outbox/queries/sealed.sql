@@ -28,13 +28,13 @@ ORDER BY name
 FOR UPDATE;
 
 -- name: reseal
--- Writes endpoint @id's credentials back: a previous secret or client key
+-- Writes endpoint :'id''s credentials back: a previous secret or client key
 -- the row does not have stays NULL.
 UPDATE webhook_endpoints
-SET secret = @secret,
-  secret_previous = CASE WHEN secret_previous IS NOT NULL THEN @previous END,
-  client_key = CASE WHEN client_key IS NOT NULL THEN @client_key END
-WHERE id = @id::uuid;
+SET secret = :'secret',
+  secret_previous = CASE WHEN secret_previous IS NOT NULL THEN :'previous' END,
+  client_key = CASE WHEN client_key IS NOT NULL THEN :'client_key' END
+WHERE id = :'id'::uuid;
 
 -- name: client_certs
 -- The endpoints that have a client certificate, by name: the PEM chain,

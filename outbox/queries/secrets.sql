@@ -2,28 +2,28 @@
 -- secret's grace, and the mark of a secret a worker cannot open.
 
 -- name: lock_secret
--- Locks the endpoint named @name and reads its id and its current secret
+-- Locks the endpoint named :'name' and reads its id and its current secret
 -- as stored: under the lock, the rotation that follows replaces the secret
 -- the caller compared.
 SELECT id::text AS id,
   secret
 FROM webhook_endpoints
-WHERE name = @name
+WHERE name = :'name'
 FOR UPDATE;
 
 -- name: rotate_secret
--- Makes @secret the secret of endpoint @id and keeps @previous (the one it
--- replaces, as the caller stored it again) until @grace_us microseconds
+-- Makes :'secret' the secret of endpoint :'id' and keeps :'previous' (the one it
+-- replaces, as the caller stored it again) until :'grace_us' microseconds
 -- from now by the database clock: the end is stored, so that a restart
 -- neither extends nor shortens it. A grace of 0 stops the old secret at
 -- once; a secret still in an earlier grace is dropped. Returns the
 -- endpoint as the catalog reads it: never a secret, every time through
 -- webhook_time_clamp, the grace's end only while it lasts.
 UPDATE webhook_endpoints
-SET secret = @secret,
-  secret_previous = CASE WHEN @grace_us::bigint > 0 THEN @previous::text END,
-  secret_previous_until = CASE WHEN @grace_us::bigint > 0 THEN now() + @grace_us::bigint * interval '1 microsecond' END
-WHERE id = @id::uuid
+SET secret = :'secret',
+  secret_previous = CASE WHEN :'grace_us'::bigint > 0 THEN :'previous'::text END,
+  secret_previous_until = CASE WHEN :'grace_us'::bigint > 0 THEN now() + :'grace_us'::bigint * interval '1 microsecond' END
+WHERE id = :'id'::uuid
 RETURNING id::text AS id,
   name,
   url,
@@ -52,19 +52,19 @@ SET secret_previous = NULL,
 WHERE secret_previous_until <= now();
 
 -- name: mark_secret_unreadable
--- Records that a worker cannot open endpoint @id's secret (migration 021):
--- @reason names the credential and the key id, never a value; the time is
+-- Records that a worker cannot open endpoint :'id''s secret (migration 021):
+-- :'reason' names the credential and the key id, never a value; the time is
 -- the database's. `worker status` and the console read the mark.
 UPDATE webhook_endpoints
-SET secret_unreadable = @reason::text,
+SET secret_unreadable = :'reason'::text,
   secret_unreadable_at = now()
-WHERE id = @id::uuid;
+WHERE id = :'id'::uuid;
 
 -- name: clear_secret_unreadable
--- Removes endpoint @id's mark, or every mark when @id is NULL; a row
+-- Removes endpoint :'id''s mark, or every mark when :'id' is NULL; a row
 -- without one is not written.
 UPDATE webhook_endpoints
 SET secret_unreadable = NULL,
   secret_unreadable_at = NULL
 WHERE secret_unreadable IS NOT NULL
-  AND (@id::uuid IS NULL OR id = @id::uuid);
+  AND (:'id'::uuid IS NULL OR id = :'id'::uuid);

@@ -39,8 +39,8 @@ SELECT pending.due AS pending_due,
 FROM pending, recent;
 
 -- name: endpoint_status
--- Every endpoint of the table, and the WEBHOOK_URL one first when @env (it
--- is configured) or it has rows; @only, when not '', keeps the endpoint of
+-- Every endpoint of the table, and the WEBHOOK_URL one first when :'env' (it
+-- is configured) or it has rows; :'only', when not '', keeps the endpoint of
 -- that name. Pending rows are read once, dead letters once. A row with
 -- endpoint_id NULL and fanout NULL is an event not fanned out yet: nobody's
 -- delivery. The joins compare the endpoint's id with NULL read as
@@ -89,7 +89,7 @@ WITH p AS (
   FROM webhook_endpoints
   UNION ALL
   SELECT NULL, webhook_endpoint_name(NULL, NULL), '', true, '', NULL, '', NULL, NULL, NULL, '', NULL
-  WHERE @env::boolean OR EXISTS (SELECT 1 FROM p WHERE endpoint_id IS NULL) OR EXISTS (SELECT 1 FROM d WHERE endpoint_id IS NULL)
+  WHERE :'env'::boolean OR EXISTS (SELECT 1 FROM p WHERE endpoint_id IS NULL) OR EXISTS (SELECT 1 FROM d WHERE endpoint_id IS NULL)
 )
 SELECT e.name,
   e.url,
@@ -110,5 +110,5 @@ SELECT e.name,
 FROM e
 LEFT JOIN p ON coalesce(p.endpoint_id, webhook_ordering_nil()) = coalesce(e.id, webhook_ordering_nil()) AND (p.endpoint_id IS NULL) = (e.id IS NULL)
 LEFT JOIN d ON coalesce(d.endpoint_id, webhook_ordering_nil()) = coalesce(e.id, webhook_ordering_nil()) AND (d.endpoint_id IS NULL) = (e.id IS NULL)
-WHERE @only::text = '' OR e.name = @only::text
+WHERE :'only'::text = '' OR e.name = :'only'::text
 ORDER BY e.id IS NOT NULL, e.name;
