@@ -39,7 +39,7 @@ func TestStoreFunctionsAreInlined(t *testing.T) {
 		if !calls {
 			continue
 		}
-		n := mustNamed(p.text)
+		n := mustNamed(p.named())
 		if _, err := conn.Exec(ctx, "PREPARE inline_chk AS "+n.sql); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
