@@ -1,0 +1,162 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/outbox"
+)
+
+// stepArgs are a claim's parameters: 10 rows, a WEBHOOK_URL endpoint.
+var stepArgs = pgx.NamedArgs{"limit": 10, "lease_ms": 30000, "skip": []string{}, "room": map[string]int{},
+	"default_room": 10, "env_room": 10, "env": true}
+
+// runStep runs the claim's step name in tx and returns the states of its
+// rows, by id.
+func runStep(t *testing.T, tx pgx.Tx, name string) map[int64]string {
+	t.Helper()
+	var text string
+	for _, s := range outbox.ClaimStatements() {
+		if s[0] == name {
+			text = s[1]
+		}
+	}
+	rows, err := tx.Query(context.Background(), text, stepArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToMap)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	states := map[int64]string{}
+	for _, r := range got {
+		id, _ := r["id"].(int64)
+		state, _ := r["state"].(string)
+		states[id] = state
+	}
+	return states
+}
+
+// told is the tally the steps have left in tx (fluxora.claim).
+func told(t *testing.T, tx pgx.Tx) map[string]json.RawMessage {
+	t.Helper()
+	var s *string
+	if err := tx.QueryRow(context.Background(), "SELECT nullif(current_setting('fluxora.claim', true), '')").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]json.RawMessage{}
+	if s != nil {
+		if err := json.Unmarshal([]byte(*s), &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// stepFixture holds a delivery of endpoint a's queue, a delivery of the
+// WEBHOOK_URL endpoint's, an event no endpoint of the table takes and one
+// that a takes.
+type stepFixture struct {
+	db                       *testdb.DB
+	queued, env, plain, fans int64
+}
+
+func newStepFixture(t *testing.T) stepFixture {
+	t.Helper()
+	_, db := setup(t)
+	a := endpoint(t, db, "a", true)
+	exec(t, db, `UPDATE webhook_endpoints SET event_types = '{fans}'`)
+	f := stepFixture{db: db}
+	ctx := context.Background()
+	for _, r := range []struct {
+		id  *int64
+		sql string
+	}{
+		{&f.queued, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('fans', '{}', '` + a + `') RETURNING id`},
+		{&f.env, `INSERT INTO webhook_outbox (event_type, payload, fanout) VALUES ('plain', '{}', 1) RETURNING id`},
+		{&f.plain, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('plain', '{}') RETURNING id`},
+		{&f.fans, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('fans', '{}') RETURNING id`},
+	} {
+		if err := db.Pool.QueryRow(ctx, r.sql).Scan(r.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// Each step of the claim runs alone and does its own part: the queues'
+// step leases the queues' deliveries and no event; the events' step
+// finishes the event no table endpoint takes and hands the other on; the
+// fan-out's step makes the deliveries of what it is handed, and nothing
+// without it.
+func TestClaimStepsRunAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newStepFixture(t)
+	t.Run("queues", func(t *testing.T) {
+		tx, err := f.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		got := runStep(t, tx, "claim_queues")
+		if len(got) != 2 || got[f.queued] != "queue" || got[f.env] != "queue" {
+			t.Errorf("claim_queues: %v, want the queue's and the WEBHOOK_URL endpoint's deliveries", got)
+		}
+		if tally := told(t, tx); string(tally["taken"]) != "2" || string(tally["env"]) != "1" {
+			t.Errorf("tally after claim_queues: %v", tally)
+		}
+	})
+	t.Run("events", func(t *testing.T) {
+		tx, err := f.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		got := runStep(t, tx, "claim_events")
+		if len(got) != 2 || got[f.plain] != "event_leased" || got[f.fans] != "to_fan_out" {
+			t.Errorf("claim_events: %v, want the plain event leased and the other handed on", got)
+		}
+		if tally := told(t, tx); string(tally["events"]) != "["+strconv.FormatInt(f.fans, 10)+"]" {
+			t.Errorf("tally after claim_events: %v", tally)
+		}
+	})
+	t.Run("fan-out handed nothing", func(t *testing.T) {
+		tx, err := f.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		if got := runStep(t, tx, "claim_fan_out"); len(got) != 0 {
+			t.Errorf("claim_fan_out alone: %v, want nothing", got)
+		}
+	})
+	t.Run("fan-out handed an event", func(t *testing.T) {
+		tx, err := f.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		if _, err := tx.Exec(ctx, `SELECT set_config('fluxora.claim', jsonb_build_object('events', jsonb_build_array($1::bigint))::text, true)`,
+			f.fans); err != nil {
+			t.Fatal(err)
+		}
+		got := runStep(t, tx, "claim_fan_out")
+		fresh := 0
+		for _, s := range got {
+			if s == "fresh" {
+				fresh++
+			}
+		}
+		if got[f.fans] != "event_leased" || fresh != 1 || len(got) != 2 {
+			t.Errorf("claim_fan_out: %v, want the event leased (the WEBHOOK_URL endpoint's) and a's delivery made", got)
+		}
+	})
+}
+
