@@ -159,4 +159,3 @@ func TestClaimStepsRunAlone(t *testing.T) {
 		}
 	})
 }
-
