@@ -17,11 +17,26 @@ import (
 const nextDueMaxMS = 24 * 60 * 60 * 1000
 
 // Claim leases due rows (see webhook.Query), fanning out the events among
-// them: the statements claim_queues, claim_events and claim_fan_out
-// (queries/claim.sql), sent together in one round trip and run in one
-// transaction. It returns an empty Batch and no error when nothing is due.
+// them, in one round trip. While the claims find the plain path open
+// (claim_plain: the events go to the WEBHOOK_URL endpoint alone) the claim
+// is that one statement; else it is the statements claim_queues,
+// claim_events and claim_fan_out (queries/claim.sql), sent together and
+// run in one transaction, which say whether the next claim may try the
+// plain path. It returns an empty Batch and no error when nothing is due.
 func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, error) {
-	rows, err := retryMoved(ctx, func() ([]claimRow, error) { return s.claimRows(ctx, q) })
+	rows, err := retryMoved(ctx, func() ([]claimRow, error) {
+		if q.Env && !q.SkipEnv && s.plain.Load() {
+			rows, err := s.claimRows(ctx, q, claimPlain)
+			if err != nil || len(rows) > 0 {
+				// Open: it took what there was, or says nothing is due.
+				s.plain.Store(err == nil)
+				return rows, err
+			}
+		}
+		rows, err := s.claimRows(ctx, q, claimSteps...)
+		s.plain.Store(err == nil && plainOpen(rows))
+		return rows, err
+	})
 	if err != nil {
 		return webhook.Batch{}, err
 	}
@@ -41,6 +56,20 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 	})
 	return b, nil
 }
+
+// plainOpen says whether rows of the claim's steps leave the plain path
+// open: each says so (its plain column); without rows nothing does.
+func plainOpen(rows []claimRow) bool {
+	for _, r := range rows {
+		if !r.Plain {
+			return false
+		}
+	}
+	return len(rows) > 0
+}
+
+// claimPlain is the claim of the plain path.
+var claimPlain = statement("claim_plain")
 
 // The claim's steps, in the order they run.
 var claimSteps = []named{statement("claim_queues"), statement("claim_events"), statement("claim_fan_out")}
@@ -72,6 +101,8 @@ type claimRow struct {
 	PreviousSecret string             `db:"previous_secret"`
 	PreviousUntil  pgtype.Timestamptz `db:"previous_until"`
 	More           bool               `db:"more"`
+	// Plain says the plain path may be tried next (claimPlain).
+	Plain bool `db:"plain"`
 }
 
 // The states of a claimRow.
@@ -92,13 +123,16 @@ const (
 	// stateToFanOut: an event claim_events handed to claim_fan_out, which
 	// returns it again.
 	stateToFanOut = "to_fan_out"
+	// stateStatus: claim_plain's row when its path is open and nothing is
+	// due.
+	stateStatus = "status"
 )
 
-// claimRows runs the claim's steps and returns their rows.
-func (s *Store) claimRows(ctx context.Context, q webhook.Query) ([]claimRow, error) {
+// claimRows runs steps, together, and returns their rows.
+func (s *Store) claimRows(ctx context.Context, q webhook.Query, steps ...named) ([]claimRow, error) {
 	named := claimArgs(q)
 	batch := &pgx.Batch{}
-	for _, st := range claimSteps {
+	for _, st := range steps {
 		args, err := st.args(named)
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
@@ -109,7 +143,7 @@ func (s *Store) claimRows(ctx context.Context, q webhook.Query) ([]claimRow, err
 	// Rows has room for the rows of a usual claim, not the whole Limit,
 	// which can be thousands of slots for one row.
 	out := make([]claimRow, 0, min(q.Limit, 128))
-	for range claimSteps {
+	for range steps {
 		rows, err := br.Query()
 		if err == nil {
 			out, err = pgx.AppendRows(out, rows, pgx.RowToStructByName[claimRow])
@@ -137,7 +171,7 @@ func batchOf(rows []claimRow, q webhook.Query) (b webhook.Batch, brokenTokens []
 		r := &rows[i]
 		b.More = b.More || r.More
 		switch r.State {
-		case stateToFanOut:
+		case stateToFanOut, stateStatus:
 			continue
 		case stateFresh:
 			b.Fresh++

@@ -1,5 +1,12 @@
 package outbox
 
+// PlainOpen says whether s's next claim tries the plain path
+// (claim_plain) first.
+func PlainOpen(s *Store) bool { return s.plain.Load() }
+
+// PlainClaimStatement is claim_plain with pgx's named arguments.
+func PlainClaimStatement() string { return statements["claim_plain"].named() }
+
 // ClaimStatements are the claim's steps (queries/claim.sql), by name, in
 // the order they run, with pgx's named arguments.
 func ClaimStatements() [][2]string {

@@ -400,8 +400,9 @@ func TestFanOutInFlightTakenOverKeepsItsDeliveries(t *testing.T) {
 
 // A fan-out in flight left behind by a configuration with endpoints (its
 // lease ended), claimed by a worker that now has only the WEBHOOK_URL
-// endpoint and no enabled endpoint in the table: the fan-out step still
-// makes the delivery owed to the endpoint disabled since (taken, for the worker to dead-letter it) beside the
+// endpoint and no enabled endpoint in the table: the plain path leaves it
+// to the claim's steps, which make the delivery owed to the endpoint
+// disabled since (taken, for the worker to dead-letter it) beside the
 // WEBHOOK_URL endpoint's.
 func TestFanOutInFlightLeftToTheURLEndpoint(t *testing.T) {
 	t.Parallel()
@@ -415,11 +416,11 @@ func TestFanOutInFlightLeftToTheURLEndpoint(t *testing.T) {
 	}
 	exec(t, db, `UPDATE webhook_endpoints SET enabled = false`)
 	// Another event, while the first is still in flight: the claim takes
-	// it on its own, the WEBHOOK_URL endpoint's delivery.
+	// it on its own and opens the plain path.
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
 	q := webhook.Query{Limit: 10, Lease: time.Minute, Env: true}
-	if b, err = s.Claim(ctx, q); err != nil || len(b.Rows) != 1 || b.Rows[0].EndpointID != "" {
-		t.Fatalf("claim of the second event: %+v, %v", b, err)
+	if b, err = s.Claim(ctx, q); err != nil || len(b.Rows) != 1 || b.Rows[0].EndpointID != "" || !outbox.PlainOpen(s) {
+		t.Fatalf("claim of the second event: %+v, %v, plain path open %v", b, err, outbox.PlainOpen(s))
 	}
 	endLease(t, db)
 	if b, err = s.Claim(ctx, q); err != nil {

@@ -52,7 +52,7 @@ func TestClaimCustomPlanStaysUnderTheJITThreshold(t *testing.T) {
 		"stuck skipped":                   {"env": "true", "env_room": "100", "skip": "'{" + stuck + "}'::uuid[]"},
 	} {
 		args["limit"], args["lease_ms"], args["room"], args["default_room"] = "100", "30000", "'{}'::jsonb", "25"
-		for _, step := range outbox.ClaimStatements() {
+		for _, step := range append(outbox.ClaimStatements(), [2]string{"claim_plain", outbox.PlainClaimStatement()}) {
 			checkCost(t, conn, name+", "+step[0], step[1], args)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,8 +110,8 @@ func TestOrderingRandomInterleavings(t *testing.T) {
 }
 
 // The same with only the WEBHOOK_URL endpoint (no endpoint in the table):
-// each event is its own one delivery, keyed events and all, and the same
-// properties hold.
+// the claims take the plain path (claim_plain), keyed events and all, and
+// hold the same properties.
 func TestOrderingRandomInterleavingsURLEndpointOnly(t *testing.T) {
 	t.Parallel()
 	interleavings(t, false)
@@ -177,6 +178,7 @@ func interleavings(t *testing.T, endpoints bool) {
 		}
 	})
 	done, quiet := make(chan struct{}), make(chan struct{})
+	var plainSeen atomic.Bool
 	var working sync.WaitGroup
 	for w := range 3 {
 		working.Go(func() {
@@ -191,6 +193,9 @@ func interleavings(t *testing.T, endpoints bool) {
 				if err != nil {
 					t.Error(err)
 					return
+				}
+				if outbox.PlainOpen(s) {
+					plainSeen.Store(true)
 				}
 				for _, r := range b.Rows {
 					if r.OrderingKey != "" {
@@ -282,6 +287,10 @@ func interleavings(t *testing.T, endpoints bool) {
 
 	for _, e := range append(l.errs, l.inEventOrder()...) {
 		t.Error(e)
+	}
+	// With endpoints the plain path is never open; without, it is.
+	if plainSeen.Load() == endpoints {
+		t.Errorf("plain path open during the run: %v, with endpoints in the table: %v", plainSeen.Load(), endpoints)
 	}
 	// A lane's deliveries are in sequence order, each once; only a
 	// replayed dead letter of a 'move-on' lane comes back after later ones

@@ -62,9 +62,11 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		"claim_queues":  {"webhook_outbox_queue_idx", "webhook_outbox_env_idx"},
 		"claim_events":  {"webhook_outbox_events_idx"},
 		"claim_fan_out": {"webhook_outbox_pkey"},
+		"claim_plain":   {"webhook_outbox_queue_idx", "webhook_outbox_env_idx", "webhook_outbox_events_idx"},
 	}
+	claimStatements := append(outbox.ClaimStatements(), [2]string{"claim_plain", outbox.PlainClaimStatement()})
 	var claimLits []string
-	for i, step := range outbox.ClaimStatements() {
+	for i, step := range claimStatements {
 		sql, lits := positional(t, step[1], claimArgs)
 		if _, err := conn.Exec(ctx, fmt.Sprintf("PREPARE claim_chk%d AS %s", i, sql)); err != nil {
 			t.Fatalf("%v\n%s", err, sql)
@@ -108,7 +110,7 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 			t.Fatal(err)
 		}
-		for i, step := range outbox.ClaimStatements() {
+		for i, step := range claimStatements {
 			plan := explain(t, conn, fmt.Sprintf("EXPLAIN EXECUTE claim_chk%d(%s)", i, claimLits[i]))
 			for _, idx := range claimIndexes[step[0]] {
 				if !strings.Contains(plan, idx) {

@@ -32,9 +32,9 @@ func TestStatementsPlanAsWritten(t *testing.T) {
 	}
 }
 
-// The claim's three statements, pasted into psql as queries/claim.sql
-// writes them (comments and all) after \set of their parameters, claim in
-// one transaction what the store's claim would: the queue's delivery, the
+// The claim's three steps, pasted into psql as queries/claim.sql writes
+// them (comments and all) after \set of their parameters, claim in one
+// transaction what the store's claim would: the queue's delivery, the
 // WEBHOOK_URL endpoint's, and the event's fan-out.
 func TestClaimRunsInPsql(t *testing.T) {
 	t.Parallel()
@@ -55,6 +55,11 @@ func TestClaimRunsInPsql(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The three steps; the plain path's statement follows them.
+	steps, _, ok := strings.Cut(string(src), "-- name: claim_plain")
+	if !ok {
+		t.Fatal("queries/claim.sql: no claim_plain after the steps")
+	}
 	script := `\set ON_ERROR_STOP on
 \set limit 10
 \set lease_ms 30000
@@ -66,7 +71,7 @@ func TestClaimRunsInPsql(t *testing.T) {
 \pset format unaligned
 \pset tuples_only on
 BEGIN;
-` + string(src) + "\nCOMMIT;\n"
+` + steps + "\nCOMMIT;\n"
 	cmd := osexec.CommandContext(ctx, psql, "-X", "-q", "-d", db.URL)
 	cmd.Stdin = strings.NewReader(script)
 	out, err := cmd.CombinedOutput()

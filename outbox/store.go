@@ -21,6 +21,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +31,9 @@ import (
 // connection only for its own statement.
 type Store struct {
 	pool *pgxpool.Pool
+	// plain says the last claim found the plain path open (claim_plain):
+	// the next claim tries it first.
+	plain atomic.Bool
 }
 
 // New returns a Store over pool, or an error when pool is nil.

@@ -114,7 +114,7 @@ SELECT u.id, u.lease_token, u.delivery_id::text AS delivery_id, u.event_type, u.
   coalesce(e.retry_rps, 0) AS retry_rps,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END AS previous_secret,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
-  t.more
+  t.more, NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL) AS plain
 FROM leased u
 CROSS JOIN told t
 LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id;
@@ -198,6 +198,10 @@ WITH told AS (
           AND o.id <> ALL(ARRAY(SELECT id FROM locked))
         ORDER BY o.created_at, o.id
         LIMIT 1), false) AS more,
+    :'env'::boolean AND :'env_room'::int > 0 AND NOT EXISTS (SELECT 1 FROM kept WHERE NOT simple)
+      AND NOT EXISTS (SELECT 1
+                      FROM webhook_outbox o
+                      WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held) AS plain,
     set_config('fluxora.claim', ((SELECT t FROM budget) || jsonb_build_object(
       'taken', coalesce(((SELECT t FROM budget) ->> 'taken')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
       'env', coalesce(((SELECT t FROM budget) ->> 'env')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
@@ -213,7 +217,7 @@ SELECT k.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   CASE WHEN NOT k.simple THEN 'to_fan_out' WHEN u.lease_token IS NOT NULL THEN 'event_leased' ELSE 'event' END AS state,
   coalesce(u.fanout, 0) AS fanout, '' AS endpoint_id, '' AS endpoint_name, '' AS url, '' AS secret, true AS enabled,
   '' AS disabled_reason, 0 AS retry_rps, '' AS previous_secret, NULL::timestamptz AS previous_until,
-  t.more
+  t.more, t.plain
 FROM kept k
 CROSS JOIN told_next t
 LEFT JOIN done u ON u.id = k.id;
@@ -327,6 +331,94 @@ SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   coalesce(e.retry_rps, 0) AS retry_rps,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END AS previous_secret,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
-  false AS more
+  false AS more, false AS plain
 FROM out o
 LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
+
+-- name: claim_plain
+-- The claim of a worker whose events, as far as this claim finds them, go
+-- to its WEBHOOK_URL endpoint alone (ARCHITECTURE.md, "The claim"): no
+-- endpoint of the table has a pending delivery, and no enabled endpoint
+-- of the table is subscribed to an event it locks. Each event is then its
+-- own one delivery. Where that does not hold it takes nothing and returns
+-- no row: the three steps run instead. Open with nothing due, it returns
+-- one row of state 'status'.
+WITH plain AS (
+  SELECT NOT EXISTS (SELECT 1
+                     FROM webhook_outbox o
+                     WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held) AS ok
+), picked AS (
+  SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed
+  FROM webhook_outbox o
+  WHERE (SELECT ok FROM plain) AND :'env_room'::int > 0
+    AND NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held
+    AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
+  ORDER BY o.created_at, o.id
+  LIMIT least(:'env_room'::int, :'limit'::int)
+  FOR UPDATE SKIP LOCKED
+), locked AS (
+  SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed,
+    o.fan_to IS NOT NULL OR EXISTS (SELECT 1
+                                    FROM webhook_endpoints e
+                                    WHERE e.enabled AND (cardinality(e.event_types) = 0 OR o.event_type = ANY(e.event_types))) AS fans
+  FROM webhook_outbox o
+  WHERE (SELECT ok FROM plain) AND :'env_room'::int > 0
+    AND NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
+    AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
+    AND (o.ordering_key IS NULL OR NOT EXISTS (
+      SELECT 1
+      FROM webhook_outbox p
+      WHERE NOT p.processed AND p.endpoint_id IS NULL AND p.fanout IS NULL AND p.ordering_key IS NOT NULL
+        AND p.ordering_key = o.ordering_key AND (p.created_at, p.id) < (o.created_at, o.id)))
+  ORDER BY o.created_at, o.id
+  LIMIT greatest(1, least(:'env_room'::int, :'limit'::int) - (SELECT count(*) FROM picked))
+  FOR UPDATE SKIP LOCKED
+), stray AS (
+  SELECT EXISTS (SELECT 1 FROM locked WHERE fans) AS found
+), taken AS (
+  SELECT p.id, p.reclaimed, false AS fan, true AS lease
+  FROM picked p
+  WHERE NOT (SELECT found FROM stray)
+  UNION ALL
+  SELECT l.id, l.reclaimed, true,
+    row_number() OVER (ORDER BY l.created_at, l.id) <= least(:'env_room'::int, :'limit'::int) - (SELECT count(*) FROM picked)
+  FROM locked l
+  WHERE NOT (SELECT found FROM stray)
+), upd AS (
+  UPDATE webhook_outbox o
+  SET locked_until = CASE WHEN x.lease THEN now() + :'lease_ms' * interval '1 millisecond' END,
+    lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
+    reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
+    fanout = CASE WHEN x.fan THEN 1 ELSE o.fanout END
+  FROM taken x
+  WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
+  RETURNING o.id, o.lease_token, o.delivery_id, o.event_type, o.payload, o.headers, o.attempt, o.created_at, x.reclaimed,
+    x.fan, o.fanout, o.ordering_key, o.ordering_seq
+), more AS (
+  SELECT (SELECT count(*) FROM picked) = :'limit'::int AND :'limit'::int < :'env_room'::int
+      OR (SELECT count(*) FROM locked) = greatest(1, least(:'env_room'::int, :'limit'::int) - (SELECT count(*) FROM picked))
+        AND coalesce((SELECT true
+                      FROM webhook_outbox o
+                      WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
+                        AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
+                        AND o.id <> ALL(ARRAY(SELECT id FROM locked))
+                      ORDER BY o.created_at, o.id
+                      LIMIT 1), false) AS more
+)
+SELECT u.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000') AS lease_token, u.delivery_id::text AS delivery_id,
+  u.event_type,
+  CASE WHEN u.lease_token IS NOT NULL THEN u.payload::text END AS payload,
+  CASE WHEN u.lease_token IS NOT NULL THEN u.headers::text END AS headers,
+  u.attempt, u.created_at, u.reclaimed,
+  CASE WHEN u.lease_token IS NOT NULL THEN coalesce(u.ordering_key, '') ELSE '' END AS ordering_key,
+  coalesce(u.ordering_seq, 0) AS ordering_seq, 0::bigint AS event,
+  CASE WHEN NOT u.fan THEN 'queue' WHEN u.lease_token IS NOT NULL THEN 'event_leased' ELSE 'event' END AS state,
+  coalesce(u.fanout, 0) AS fanout, '' AS endpoint_id, '' AS endpoint_name, '' AS url, '' AS secret, true AS enabled,
+  '' AS disabled_reason, 0 AS retry_rps, '' AS previous_secret, NULL::timestamptz AS previous_until,
+  m.more, true AS plain
+FROM upd u
+CROSS JOIN more m
+UNION ALL
+SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
+  '', '', '', '', true, '', 0, '', NULL, false, true
+WHERE (SELECT ok FROM plain) AND NOT (SELECT found FROM stray) AND NOT EXISTS (SELECT 1 FROM upd);
