@@ -34,7 +34,14 @@ var (
 // recorded is a row of the record's result: the id of a row (or of a
 // delivery of a fan-out in flight) whose outcome it wrote.
 type recorded struct {
-	ID int64 `db:"id"`
+	ID int64
+}
+
+func (r *recorded) field(col string) any {
+	if col == "id" {
+		return &r.ID
+	}
+	return nil
 }
 
 // recordArgs are the record's arrays for outcomes, in their order. Free
@@ -143,7 +150,7 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 			b.Queue(lockLanesStmt.sql, lock...)
 		}
 		b.Queue(stmt.sql, args...).Query(func(rows pgx.Rows) error {
-			ids, err := pgx.CollectRows(rows, pgx.RowToStructByName[recorded])
+			ids, err := appendByName[recorded](nil, rows, 1)
 			for _, r := range ids {
 				done[r.ID] = true
 			}
