@@ -50,9 +50,20 @@ func appendByName[T any, P interface {
 	fielder
 }](out []T, rows pgx.Rows, fields int) ([]T, error) {
 	defer rows.Close()
+	if err := rows.Err(); err != nil {
+		// The statement failed before it returned a row (in a batch, one
+		// before it did): there are no columns to read.
+		return nil, err
+	}
 	var r T
 	fds := rows.FieldDescriptions()
 	if len(fds) != fields {
+		// A statement that failed as it started has no columns yet: its
+		// error is the answer.
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("the statement returns %d columns, its row type has %d fields", len(fds), fields)
 	}
 	dests := make([]any, len(fds))
