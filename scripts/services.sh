@@ -57,6 +57,9 @@ if ! command -v promtool >/dev/null; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >&2
   # The package's own server is not ours: it must not hold port 9090.
   { systemctl disable prometheus; systemctl stop prometheus; /etc/init.d/prometheus stop; } >/dev/null 2>&1 || true
+  prometheus_on_9090() { command -v ss >/dev/null && ss -ltnpH 'sport = :9090' 2>/dev/null | grep -q prometheus; }
+  for _ in $(seq 1 20); do prometheus_on_9090 || break; sleep 0.5; done
+  ! prometheus_on_9090 || { echo "services: Debian's prometheus server still listens on :9090" >&2; exit 1; }
 fi
 command -v promtool >/dev/null || { echo "services: promtool is missing and could not be installed" >&2; exit 1; }
 
