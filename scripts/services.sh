@@ -2,8 +2,9 @@
 # Makes sure PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer,
 # starting or installing them when they do not, and that the pgbouncer
 # binary is installed (the tests start private ones: internal/pgbouncer),
-# chromium (the console's browser test), and podman with runc (the image
-# test builds and runs the worker's container image).
+# chromium (the console's browser test), podman with runc (the image
+# test builds and runs the worker's container image), and promtool
+# (internal/alerting checks deploy/prometheus/alerts.yml with it).
 # Exits non-zero when one cannot be had: tests must fail, never skip,
 # without their services.
 # Honors TEST_DATABASE_URL / TEST_REDIS_URL only for the checks' hosts when
@@ -49,6 +50,19 @@ fi
 command -v podman >/dev/null && command -v runc >/dev/null ||
   { echo "services: podman or runc is missing and could not be installed" >&2; exit 1; }
 
+# internal/alerting runs promtool (Debian's prometheus package) on
+# deploy/prometheus/alerts.yml and its unit tests.
+if ! command -v promtool >/dev/null; then
+  echo "services: installing prometheus (for promtool)" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >&2
+  # The package's own server is not ours: it must not hold port 9090.
+  { systemctl disable prometheus; systemctl stop prometheus; /etc/init.d/prometheus stop; } >/dev/null 2>&1 || true
+  prometheus_on_9090() { command -v ss >/dev/null && ss -ltnpH 'sport = :9090' 2>/dev/null | grep -q prometheus; }
+  for _ in $(seq 1 20); do prometheus_on_9090 || break; sleep 0.5; done
+  ! prometheus_on_9090 || { echo "services: Debian's prometheus server still listens on :9090" >&2; exit 1; }
+fi
+command -v promtool >/dev/null || { echo "services: promtool is missing and could not be installed" >&2; exit 1; }
+
 if [ -z "${TEST_DATABASE_URL:-}" ] && ! pg_up; then
   echo "services: starting PostgreSQL" >&2
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start >&2 || true
@@ -61,4 +75,4 @@ if [ -z "${TEST_REDIS_URL:-}" ] && ! redis_up; then
 fi
 if [ -z "${TEST_DATABASE_URL:-}" ]; then pg_up || { echo "services: PostgreSQL unreachable" >&2; exit 1; }; fi
 if [ -z "${TEST_REDIS_URL:-}" ]; then redis_up || { echo "services: Redis unreachable" >&2; exit 1; }; fi
-echo "services: PostgreSQL and Redis are up; pgbouncer, chromium and podman are installed" >&2
+echo "services: PostgreSQL and Redis are up; pgbouncer, chromium, podman and promtool are installed" >&2
