@@ -5,20 +5,21 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// root is the repository's top directory: two above this file's.
+// root is the repository's top directory: two above the package's, where
+// go test runs its tests (runtime.Caller would not do: the suite builds
+// with -trimpath, which leaves module paths, not directories).
 func root(t *testing.T) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("runtime.Caller: no file")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(wd, "..", "..")
 }
 
 func read(t *testing.T, rel string) string {
