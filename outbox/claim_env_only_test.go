@@ -65,3 +65,39 @@ func TestClaimWithOnlyTheURLEndpointDecidesAsTheFanOut(t *testing.T) {
 		}
 	}
 }
+
+// While the WEBHOOK_URL endpoint is at its limit (SkipEnv), a claim does
+// not touch events only it takes: beside an endpoint subscribed to another
+// type they stay as they are (not made its pending deliveries, which would
+// write each twice), and an event an endpoint of the table takes is still
+// fanned out, with the WEBHOOK_URL endpoint's delivery left pending.
+func TestClaimLeavesURLOnlyEventsWhileTheURLEndpointIsSkipped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	c := newClaimant(t, db, 10, time.Minute, true)
+	newEndpoint(t, db, "idle", "another.type")
+	for range 5 {
+		db.Insert(t, "x", `{}`)
+	}
+	b, err := c.Claim(ctx, c.query(webhook.Query{SkipEnv: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Taken != 0 || len(b.Rows) != 0 || b.FannedOut != 0 {
+		t.Fatalf("claim with the URL endpoint skipped: %+v, want nothing taken", b)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE fanout IS NULL AND lease_token IS NULL AND NOT processed"); n != 5 {
+		t.Fatalf("events left as they were: %d of 5", n)
+	}
+	newEndpoint(t, db, "takes", "x")
+	if b, err = c.Claim(ctx, c.query(webhook.Query{SkipEnv: true})); err != nil {
+		t.Fatal(err)
+	}
+	if b.FannedOut == 0 || b.Fresh == 0 {
+		t.Fatalf("claim with an endpoint that takes the events: %+v, want them fanned out", b)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE NOT processed AND endpoint_id IS NULL AND fanout = 2 AND lease_token IS NULL"); n != b.FannedOut {
+		t.Fatalf("events fanned out with the URL endpoint's delivery pending: %d, want %d", n, b.FannedOut)
+	}
+}

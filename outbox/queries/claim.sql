@@ -125,7 +125,10 @@ LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id;
 -- An event no endpoint of the table takes is done here: the WEBHOOK_URL
 -- endpoint's delivery (:'env': leased while its room and the budget last)
 -- or unrouted. The others are kept, locked, for claim_fan_out (state
--- to_fan_out): their ids go into fluxora.claim.
+-- to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
+-- endpoint is skipped it locks events only when one of the oldest it may
+-- take fans out to an endpoint of the table: the others would only become
+-- that endpoint's pending deliveries, each written twice.
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), budget AS (
@@ -142,11 +145,24 @@ WITH told AS (
   FROM budget b
   LEFT JOIN webhook_endpoints e ON e.enabled
   GROUP BY b.total, b.env
+), gate AS (
+  SELECT NOT :'env'::boolean OR :'env_room'::int > 0 OR EXISTS (
+      SELECT 1
+      FROM (SELECT o.event_type, o.fan_to
+            FROM webhook_outbox o
+            WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
+              AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
+            ORDER BY o.created_at, o.id
+            LIMIT (SELECT n FROM cap)) w
+      WHERE w.fan_to IS NOT NULL OR EXISTS (
+        SELECT 1
+        FROM webhook_endpoints e
+        WHERE e.enabled AND (cardinality(e.event_types) = 0 OR w.event_type = ANY(e.event_types)))) AS open
 ), locked AS (
   SELECT *
   FROM (SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed, o.fan_to, o.fan_done
         FROM webhook_outbox o
-        WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
+        WHERE (SELECT open FROM gate) AND NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
           AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
           AND (o.ordering_key IS NULL OR NOT EXISTS (
             SELECT 1
