@@ -33,8 +33,23 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 				return rows, err
 			}
 		}
-		rows, err := s.claimRows(ctx, q, claimSteps...)
+		steps := claimSteps
+		if s.noEvents.Load() {
+			// The claim before found no event due: the queues' step alone.
+			steps = claimSteps[:1]
+		}
+		rows, err := s.claimRows(ctx, q, steps...)
+		if err == nil && len(steps) == 1 && eventsDue(rows) {
+			if !tookAny(rows) {
+				// An event came due and nothing else: every step, now.
+				rows, err = s.claimRows(ctx, q, claimSteps...)
+			} else {
+				// The dispatcher claims again at once, every step.
+				rows = append(rows, claimRow{State: stateStatus, More: true, EventsDue: true})
+			}
+		}
 		s.plain.Store(err == nil && plainOpen(rows))
+		s.noEvents.Store(err == nil && !eventsDue(rows))
 		return rows, err
 	})
 	if err != nil {
@@ -58,14 +73,36 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 }
 
 // plainOpen says whether rows of the claim's steps leave the plain path
-// open: each says so (its plain column); without rows nothing does.
+// open: each that took something says so (its plain column); a claim that
+// took nothing leaves it as it was closed.
 func plainOpen(rows []claimRow) bool {
+	took := false
 	for _, r := range rows {
+		if r.State == stateStatus {
+			continue
+		}
 		if !r.Plain {
 			return false
 		}
+		took = true
 	}
-	return len(rows) > 0
+	return took
+}
+
+// tookAny says whether a claim's steps took anything.
+func tookAny(rows []claimRow) bool {
+	return slices.ContainsFunc(rows, func(r claimRow) bool { return r.State != stateStatus })
+}
+
+// eventsDue says whether the rows of a claim's steps leave an event due
+// (claim_queues always returns a row that says it).
+func eventsDue(rows []claimRow) bool {
+	for _, r := range rows {
+		if r.EventsDue {
+			return true
+		}
+	}
+	return false
 }
 
 // claimPlain is the claim of the plain path.
@@ -103,10 +140,13 @@ type claimRow struct {
 	More           bool               `db:"more"`
 	// Plain says the plain path may be tried next (claimPlain).
 	Plain bool `db:"plain"`
+	// EventsDue says an event may be due (claim_queues looks; the other
+	// statements say true).
+	EventsDue bool `db:"events_due"`
 }
 
 // claimRowFields is how many fields claimRow has, each a column.
-const claimRowFields = 25
+const claimRowFields = 26
 
 func (r *claimRow) field(col string) any {
 	switch col {
@@ -160,6 +200,8 @@ func (r *claimRow) field(col string) any {
 		return &r.More
 	case "plain":
 		return &r.Plain
+	case "events_due":
+		return &r.EventsDue
 	}
 	return nil
 }

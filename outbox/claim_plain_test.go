@@ -76,6 +76,10 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		plain := plainOpen(rows)
+		if len(steps) == 1 {
+			// claim_plain is open when it answers at all (Store.Claim).
+			plain = len(rows) > 0
+		}
 		b, _, err := batchOf(rows, q)
 		if err != nil {
 			t.Fatal(err)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // stepArgs are a claim's parameters: 10 rows, a WEBHOOK_URL endpoint.
@@ -158,4 +160,39 @@ func TestClaimStepsRunAlone(t *testing.T) {
 			t.Errorf("claim_fan_out: %v, want the event leased (the WEBHOOK_URL endpoint's) and a's delivery made", got)
 		}
 	})
+}
+
+// While the claims find no event due they run the queues' step alone. A
+// claim that then finds one due beside its queues' rows takes those and
+// asks for another claim at once (More), which fans the event out; one
+// that finds only the event runs every step there and then. An event
+// waits at most one claim, never a wake.
+func TestClaimRunsTheEventStepsOnceAnEventIsDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	a := endpoint(t, db, "a", true)
+	toA := func(n int) {
+		t.Helper()
+		exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) SELECT 'x', '{}', $1 FROM generate_series(1, $2)`, a, n)
+	}
+	event := func() { exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`) }
+	q := webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10}
+	claim := func(step string, rows, fanned int, more bool) {
+		t.Helper()
+		b, err := s.Claim(ctx, q)
+		if err != nil || len(b.Rows) != rows || b.FannedOut != fanned || b.More != more {
+			t.Fatalf("%s: %+v, %v; want %d rows, %d fanned out, more %v", step, b, err, rows, fanned, more)
+		}
+	}
+	toA(3)
+	claim("the queue", 3, 0, false)
+	toA(2)
+	event()
+	claim("the queue beside an event come due", 2, 0, true)
+	claim("the claim after it", 1, 1, false)
+	toA(1)
+	claim("the queue again", 1, 0, false)
+	event()
+	claim("an event alone", 1, 1, false)
 }

@@ -34,6 +34,9 @@ type Store struct {
 	// plain says the last claim found the plain path open (claim_plain):
 	// the next claim tries it first.
 	plain atomic.Bool
+	// noEvents says the last claim's queues step found no event due: the
+	// next claim runs that step alone, and all of them once it finds one.
+	noEvents atomic.Bool
 }
 
 // New returns a Store over pool, or an error when pool is nil.

@@ -6,11 +6,14 @@
 -- ARCHITECTURE.md, "The claim", says why each is shaped as it is.
 
 -- name: claim_queues
--- Leases the due deliveries of the endpoints' queues: lists the endpoints
--- with pending deliveries (a loose index scan), keeps those not in :'skip'
--- whose head is due (the :'limit' oldest heads), takes from each at most its
--- room and an equal share of :'limit', oldest first, and interleaves them
--- round robin; the WEBHOOK_URL endpoint's deliveries are one more queue.
+-- Leases the due deliveries of the endpoints' queues, and says whether an
+-- event is due (events_due; a row of state 'status' when it leased none),
+-- so that a claim may leave the next steps out while none is. It lists the
+-- endpoints with pending deliveries (a loose index scan), keeps those not
+-- in :'skip' whose head is due (the :'limit' oldest heads), takes from each
+-- at most its room and an equal share of :'limit', oldest first, and
+-- interleaves them round robin; the WEBHOOK_URL endpoint's deliveries are
+-- one more queue.
 WITH RECURSIVE queues(endpoint_id) AS (
   (SELECT o.endpoint_id
    FROM webhook_outbox o
@@ -100,6 +103,12 @@ WITH RECURSIVE queues(endpoint_id) AS (
   SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
       OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
       OR EXISTS (SELECT 1 FROM picked p, share s WHERE p.rn = s.n AND s.n < p.room) AS more,
+    coalesce((SELECT true
+              FROM webhook_outbox o
+              WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
+                AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
+              ORDER BY o.created_at, o.id
+              LIMIT 1), false) AS events_due,
     set_config('fluxora.claim', jsonb_build_object(
       'taken', (SELECT count(*) FROM chosen),
       'env', (SELECT count(*) FROM chosen WHERE endpoint_id IS NULL),
@@ -114,10 +123,15 @@ SELECT u.id, u.lease_token, u.delivery_id::text AS delivery_id, u.event_type, u.
   coalesce(e.retry_rps, 0) AS retry_rps,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END AS previous_secret,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
-  t.more, NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL) AS plain
+  t.more, NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL) AS plain, t.events_due
 FROM leased u
 CROSS JOIN told t
-LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id;
+LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id
+UNION ALL
+SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
+  '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL), t.events_due
+FROM told t
+WHERE NOT EXISTS (SELECT 1 FROM leased);
 
 -- name: claim_events
 -- Takes the oldest due events (at least one, as many as the budget left
@@ -233,7 +247,7 @@ SELECT k.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   CASE WHEN NOT k.simple THEN 'to_fan_out' WHEN u.lease_token IS NOT NULL THEN 'event_leased' ELSE 'event' END AS state,
   coalesce(u.fanout, 0) AS fanout, '' AS endpoint_id, '' AS endpoint_name, '' AS url, '' AS secret, true AS enabled,
   '' AS disabled_reason, 0 AS retry_rps, '' AS previous_secret, NULL::timestamptz AS previous_until,
-  t.more, t.plain
+  t.more, t.plain, true AS events_due
 FROM kept k
 CROSS JOIN told_next t
 LEFT JOIN done u ON u.id = k.id;
@@ -347,7 +361,7 @@ SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   coalesce(e.retry_rps, 0) AS retry_rps,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END AS previous_secret,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
-  false AS more, false AS plain
+  false AS more, false AS plain, true AS events_due
 FROM out o
 LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
 
@@ -431,10 +445,10 @@ SELECT u.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   CASE WHEN NOT u.fan THEN 'queue' WHEN u.lease_token IS NOT NULL THEN 'event_leased' ELSE 'event' END AS state,
   coalesce(u.fanout, 0) AS fanout, '' AS endpoint_id, '' AS endpoint_name, '' AS url, '' AS secret, true AS enabled,
   '' AS disabled_reason, 0 AS retry_rps, '' AS previous_secret, NULL::timestamptz AS previous_until,
-  m.more, true AS plain
+  m.more, true AS plain, true AS events_due
 FROM upd u
 CROSS JOIN more m
 UNION ALL
 SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
-  '', '', '', '', true, '', 0, '', NULL, false, true
+  '', '', '', '', true, '', 0, '', NULL, false, true, true
 WHERE (SELECT ok FROM plain) AND NOT (SELECT found FROM stray) AND NOT EXISTS (SELECT 1 FROM upd);
