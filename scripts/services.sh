@@ -4,7 +4,7 @@
 # binary is installed (the tests start private ones: internal/pgbouncer),
 # chromium (the console's browser test), podman with runc (the image
 # test builds and runs the worker's container image), and promtool
-# (internal/alerting checks deploy/prometheus/alerts.yml with it).
+# (internal/doccheck checks deploy/prometheus/alerts.yml with it).
 # Exits non-zero when one cannot be had: tests must fail, never skip,
 # without their services.
 # Honors TEST_DATABASE_URL / TEST_REDIS_URL only for the checks' hosts when
@@ -50,7 +50,7 @@ fi
 command -v podman >/dev/null && command -v runc >/dev/null ||
   { echo "services: podman or runc is missing and could not be installed" >&2; exit 1; }
 
-# internal/alerting runs promtool (Debian's prometheus package) on
+# internal/doccheck runs promtool (Debian's prometheus package) on
 # deploy/prometheus/alerts.yml and its unit tests.
 if ! command -v promtool >/dev/null; then
   echo "services: installing prometheus (for promtool)" >&2

@@ -203,6 +203,8 @@ func TestSlug(t *testing.T) {
 		"Health, metrics and logs":                               "health-metrics-and-logs",
 		"Gates (Redis)":                                          "gates-redis",
 		"[Link](x.md) text_with_underscore":                      "link-text_with_underscore",
+		"WebhookBreakerOpen":                                     "webhookbreakeropen",
+		"Alerts and dashboards":                                  "alerts-and-dashboards",
 	} {
 		if got := slug(h); got != want {
 			t.Errorf("slug(%q) = %q, want %q", h, got, want)

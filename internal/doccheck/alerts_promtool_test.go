@@ -1,4 +1,4 @@
-package alerting
+package doccheck
 
 import (
 	"os/exec"

@@ -1,44 +1,13 @@
-package alerting
+package doccheck
 
 import (
 	"encoding/json"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// metricNames are the metric names the worker's code registers: string
-// literals "fluxora_webhook_…" in the main module's non-test Go files, as
-// `go list` names them (the bench and tools modules are not in it).
-func metricNames(t *testing.T) map[string]bool {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-f", `{{range .GoFiles}}{{$.Dir}}/{{.}}
-{{end}}`, "./...")
-	cmd.Dir = root(t)
-	files, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	out := map[string]bool{}
-	for _, f := range strings.Fields(string(files)) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range metricLiteral.FindAllStringSubmatch(string(b), -1) {
-			out[m[1]] = true
-		}
-	}
-	if len(out) < 10 {
-		t.Fatalf("only %d metric names found in the code", len(out))
-	}
-	return out
-}
-
 var (
-	metricLiteral = regexp.MustCompile(`"(fluxora_webhook_[a-z0-9_]*[a-z0-9])"`)
 	// identifier is a PromQL name: a metric or a recording rule's (with
 	// colons); label names and functions match too and are let through.
 	identifier = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
@@ -80,7 +49,7 @@ func unknownNames(text string, known, records map[string]bool, isExpr bool) []st
 
 func TestRulesNameOnlyRegisteredMetrics(t *testing.T) {
 	t.Parallel()
-	known := metricNames(t)
+	known := metricNames(t, root(t))
 	rs := rules(t)
 	records := map[string]bool{}
 	for _, r := range rs {
@@ -121,13 +90,13 @@ type dashboard struct {
 func TestDashboardNamesOnlyRegisteredMetrics(t *testing.T) {
 	t.Parallel()
 	var d dashboard
-	if err := json.Unmarshal([]byte(read(t, "deploy/grafana/dashboard.json")), &d); err != nil {
+	if err := json.Unmarshal([]byte(readRepo(t, "deploy/grafana/dashboard.json")), &d); err != nil {
 		t.Fatalf("deploy/grafana/dashboard.json: %v", err)
 	}
 	if d.SchemaVersion < 36 {
 		t.Errorf("schemaVersion %d: not a current Grafana's", d.SchemaVersion)
 	}
-	known := metricNames(t)
+	known := metricNames(t, root(t))
 	vars := map[string]string{}
 	for _, v := range d.Templating.List {
 		vars[v.Name] = v.Type

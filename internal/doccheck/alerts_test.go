@@ -1,4 +1,4 @@
-package alerting
+package doccheck
 
 import (
 	"fmt"
@@ -9,27 +9,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// root is the repository's top directory: two above the package's, where
-// go test runs its tests (runtime.Caller would not do: the suite builds
-// with -trimpath, which leaves module paths, not directories).
-func root(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(wd, "..", "..")
-}
-
-func read(t *testing.T, rel string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root(t), rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
 
 // rule is one rule of alerts.yml, its keys flattened: "alert" or
 // "record", "expr", "for", "labels.severity", "annotations.summary" ….
@@ -112,7 +91,7 @@ func indentOf(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
 
 func rules(t *testing.T) []rule {
 	t.Helper()
-	rs, err := parseRules(read(t, "deploy/prometheus/alerts.yml"))
+	rs, err := parseRules(readRepo(t, "deploy/prometheus/alerts.yml"))
 	if err != nil {
 		t.Fatalf("deploy/prometheus/alerts.yml: %v", err)
 	}
@@ -125,7 +104,7 @@ const runbookBase = "https://github.com/fluxora/webhook-worker/blob/main/"
 // runbook link to a heading that exists; and a unit test in alerts_test.yml.
 func TestAlertsAreComplete(t *testing.T) {
 	t.Parallel()
-	tests := read(t, "deploy/prometheus/alerts_test.yml")
+	tests := readRepo(t, "deploy/prometheus/alerts_test.yml")
 	alerts := 0
 	for _, r := range rules(t) {
 		name := r["alert"]
@@ -156,6 +135,12 @@ func TestAlertsAreComplete(t *testing.T) {
 	}
 }
 
+// readRepo is the file at rel, a path from the repository's top.
+func readRepo(t *testing.T, rel string) string {
+	t.Helper()
+	return read(t, filepath.Join(root(t), filepath.FromSlash(rel)))
+}
+
 // brokenRunbook says why url does not lead to a heading of a file in the
 // repository ("" when it does).
 func brokenRunbook(t *testing.T, url string) string {
@@ -176,40 +161,6 @@ func brokenRunbook(t *testing.T, url string) string {
 		return "no heading with that anchor in " + file
 	}
 	return ""
-}
-
-var heading = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
-
-// anchors are the GitHub anchors of a markdown file's headings outside
-// fenced code (repeats aside: the runbook headings are unique).
-func anchors(text string) map[string]bool {
-	out := map[string]bool{}
-	fenced := false
-	for _, l := range strings.Split(text, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "```") {
-			fenced = !fenced
-			continue
-		}
-		if m := heading.FindStringSubmatch(l); m != nil && !fenced {
-			out[slug(m[1])] = true
-		}
-	}
-	return out
-}
-
-// slug is GitHub's anchor for a heading: lower-cased, every character but
-// letters, digits, - and _ dropped, spaces turned into -.
-func slug(h string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(h) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		case r == ' ':
-			b.WriteRune('-')
-		}
-	}
-	return b.String()
 }
 
 func TestParseRules(t *testing.T) {
@@ -245,15 +196,5 @@ func TestParseRules(t *testing.T) {
 	}
 	if _, err := parseRules("groups:\n  - name: g\n    rules:\n      - alert: A\n        [x]\n"); err == nil {
 		t.Error("a line it cannot read was accepted")
-	}
-}
-
-func TestSlug(t *testing.T) {
-	t.Parallel()
-	if got := slug("WebhookBreakerOpen"); got != "webhookbreakeropen" {
-		t.Errorf("slug = %q", got)
-	}
-	if got := slug("Alerts and dashboards"); got != "alerts-and-dashboards" {
-		t.Errorf("slug = %q", got)
 	}
 }
