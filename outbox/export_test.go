@@ -26,3 +26,6 @@ func Statements() map[string]string {
 	}
 	return out
 }
+
+// PsqlVar finds the statements' parameters as the files write them.
+var PsqlVar = psqlVar

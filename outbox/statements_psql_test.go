@@ -4,16 +4,12 @@ import (
 	"context"
 	"os"
 	osexec "os/exec"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
 	"github.com/fluxora/webhook-worker/outbox"
 )
-
-// psqlVar is a parameter as queries/ writes it.
-var psqlVar = regexp.MustCompile(`:'([A-Za-z_][A-Za-z0-9_]*)'`)
 
 // Every statement of queries/ is one PostgreSQL takes as written once psql
 // has put a literal in each of its variables: each is planned (EXPLAIN,
@@ -23,10 +19,10 @@ func TestStatementsPlanAsWritten(t *testing.T) {
 	db := testdb.New(t)
 	ctx := context.Background()
 	for name, text := range outbox.Statements() {
-		if !psqlVar.MatchString(text) && strings.Contains(text, "@") {
+		if !outbox.PsqlVar.MatchString(text) && strings.Contains(text, "@") {
 			t.Errorf("%s: parameters not written as psql variables", name)
 		}
-		if _, err := db.Pool.Exec(ctx, "EXPLAIN "+psqlVar.ReplaceAllString(text, "NULL")); err != nil {
+		if _, err := db.Pool.Exec(ctx, "EXPLAIN "+outbox.PsqlVar.ReplaceAllString(text, "NULL")); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
