@@ -73,18 +73,17 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 }
 
 // plainOpen says whether rows of the claim's steps leave the plain path
-// open: each that took something says so (its plain column); a claim that
-// took nothing leaves it as it was closed.
+// open: every row says so (its plain column: claim_queues's, a status row
+// included, for the endpoints' queues; claim_events's for the events it
+// took), and one took something; a claim that took nothing leaves it as it
+// was, closed.
 func plainOpen(rows []claimRow) bool {
 	took := false
 	for _, r := range rows {
-		if r.State == stateStatus {
-			continue
-		}
 		if !r.Plain {
 			return false
 		}
-		took = true
+		took = took || r.State != stateStatus
 	}
 	return took
 }

@@ -20,16 +20,22 @@ import (
 // (lease, fan-out, lane, reclaims), for the WEBHOOK_URL endpoint's pending
 // deliveries (one of them a lease that expired) and events (some keyed)
 // below, at and above the limits and rooms, with no endpoint in the table
-// and beside one that takes none of the events. Where the path is closed
-// (an endpoint that takes the events, or an endpoint's pending delivery)
-// it takes nothing.
+// and beside one that takes none of the events: idle, or holding
+// deliveries the claim may not take (due later, or the endpoint skipped).
+// Where the path is closed (an endpoint that takes the events, or an
+// endpoint's delivery due) it takes nothing.
 func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, db, exec := plainSetup(t)
+	stuck := "" // an endpoint holding deliveries: due when, or none
 	fill := func(pending, events int) {
 		t.Helper()
 		exec("TRUNCATE webhook_outbox, webhook_ordering_lanes RESTART IDENTITY")
+		if stuck != "" {
+			exec(`INSERT INTO webhook_outbox (event_type, payload, endpoint_id, created_at)
+				SELECT 'other.type', '{}', e.id, now() + ` + stuck + ` FROM webhook_endpoints e, generate_series(1, 3)`)
+		}
 		exec(`INSERT INTO webhook_outbox (event_type, payload, fanout, created_at)
 			SELECT 'x', '{}', 1, now() - interval '1 minute' + g * interval '1 millisecond' FROM generate_series(1, $1) g`, pending)
 		// A lease that expired without an outcome: taken again, a reclaim.
@@ -92,16 +98,27 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 		return result{b.Taken, b.Fresh, b.FannedOut, b.Deliveries, len(b.Rows), b.More, plain, strings.Join(ids, " "), rowsNow()}
 	}
 	cases := 0
-	for _, idle := range []bool{false, true} {
-		if idle {
+	for _, beside := range []string{"no endpoint", "an idle endpoint", "an endpoint's deliveries due later", "a skipped endpoint's due deliveries"} {
+		var skip []string
+		switch beside {
+		case "an idle endpoint":
 			exec(`INSERT INTO webhook_endpoints (name, url, secret, event_types) VALUES ('idle', 'https://h.example.com/', 'whsec_x', '{other.type}')`)
+		case "an endpoint's deliveries due later":
+			stuck = "interval '1 hour'"
+		case "a skipped endpoint's due deliveries":
+			stuck = "interval '-1 hour'"
+			var id string
+			if err := db.Pool.QueryRow(ctx, "SELECT id::text FROM webhook_endpoints").Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			skip = []string{id}
 		}
 		for _, pending := range []int{0, 3, 10} {
 			for _, events := range []int{0, 1, 12} {
 				for _, limit := range []int{1, 5, 15} {
 					for _, room := range []int{1, 3, 10, 100} {
-						q := webhook.Query{Limit: limit, Lease: time.Minute, EnvRoom: room, Env: true}
-						name := fmt.Sprintf("idle endpoint %v, pending %d, events %d, limit %d, room %d", idle, pending, events, limit, room)
+						q := webhook.Query{Limit: limit, Lease: time.Minute, EnvRoom: room, Env: true, Skip: skip}
+						name := fmt.Sprintf("beside %s, pending %d, events %d, limit %d, room %d", beside, pending, events, limit, room)
 						fill(pending, events)
 						p := run([]named{claimPlain}, q)
 						fill(pending, events)
@@ -123,8 +140,9 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 			}
 		}
 	}
+	stuck = ""
 	exec("DELETE FROM webhook_endpoints")
-	if cases < 120 {
+	if cases < 240 {
 		t.Fatalf("the plain path took rows in %d cases only", cases)
 	}
 	// Closed: it takes nothing, and the steps say so.
@@ -134,6 +152,9 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 			VALUES ('other', 'https://h.example.com/', 'whsec_x', '{x}')`,
 		"an endpoint that takes every type": `INSERT INTO webhook_endpoints (name, url, secret)
 			VALUES ('all', 'https://h.example.com/', 'whsec_x')`,
+		"an endpoint's delivery due": `WITH e AS (INSERT INTO webhook_endpoints (name, url, secret, event_types)
+			VALUES ('due', 'https://h.example.com/', 'whsec_x', '{other.type}') RETURNING id)
+			INSERT INTO webhook_outbox (event_type, payload, endpoint_id) SELECT 'other.type', '{}', id FROM e`,
 		"a disabled endpoint's pending delivery": `WITH e AS (INSERT INTO webhook_endpoints (name, url, secret, enabled)
 			VALUES ('off', 'https://h.example.com/', 'whsec_x', false) RETURNING id)
 			INSERT INTO webhook_outbox (event_type, payload, endpoint_id) SELECT 'x', '{}', id FROM e`,

@@ -123,13 +123,13 @@ SELECT u.id, u.lease_token, u.delivery_id::text AS delivery_id, u.event_type, u.
   coalesce(e.retry_rps, 0) AS retry_rps,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END AS previous_secret,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
-  t.more, NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL) AS plain, t.events_due
+  t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL) AS plain, t.events_due
 FROM leased u
 CROSS JOIN told t
 LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id
 UNION ALL
 SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
-  '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL), t.events_due
+  '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL), t.events_due
 FROM told t
 WHERE NOT EXISTS (SELECT 1 FROM leased);
 
@@ -228,10 +228,7 @@ WITH told AS (
           AND o.id <> ALL(ARRAY(SELECT id FROM locked))
         ORDER BY o.created_at, o.id
         LIMIT 1), false) AS more,
-    :'env'::boolean AND :'env_room'::int > 0 AND NOT EXISTS (SELECT 1 FROM kept WHERE NOT simple)
-      AND NOT EXISTS (SELECT 1
-                      FROM webhook_outbox o
-                      WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held) AS plain,
+    :'env'::boolean AND :'env_room'::int > 0 AND NOT EXISTS (SELECT 1 FROM kept WHERE NOT simple) AS plain,
     set_config('fluxora.claim', ((SELECT t FROM budget) || jsonb_build_object(
       'taken', coalesce(((SELECT t FROM budget) ->> 'taken')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
       'env', coalesce(((SELECT t FROM budget) ->> 'env')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
@@ -368,15 +365,36 @@ LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
 -- name: claim_plain
 -- The claim of a worker whose events, as far as this claim finds them, go
 -- to its WEBHOOK_URL endpoint alone (ARCHITECTURE.md, "The claim"): no
--- endpoint of the table has a pending delivery, and no enabled endpoint
--- of the table is subscribed to an event it locks. Each event is then its
+-- endpoint of the table has a delivery this claim could take (one due,
+-- not leased, of an endpoint not in :'skip'), and no enabled endpoint of
+-- the table is subscribed to an event it locks. Each event is then its
 -- own one delivery. Where that does not hold it takes nothing and returns
 -- no row: the three steps run instead. Open with nothing due, it returns
 -- one row of state 'status'.
-WITH plain AS (
+WITH RECURSIVE queues(endpoint_id) AS (
+  (SELECT o.endpoint_id
+   FROM webhook_outbox o
+   WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held
+   ORDER BY o.endpoint_id
+   LIMIT 1)
+  UNION ALL
+  SELECT (SELECT o.endpoint_id
+          FROM webhook_outbox o
+          WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id AND NOT o.held
+          ORDER BY o.endpoint_id
+          LIMIT 1)
+  FROM queues q
+  WHERE q.endpoint_id IS NOT NULL
+), plain AS (
   SELECT NOT EXISTS (SELECT 1
-                     FROM webhook_outbox o
-                     WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held) AS ok
+                     FROM queues q
+                     WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(:'skip'::uuid[])
+                       AND (SELECT true
+                            FROM webhook_outbox o
+                            WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held
+                              AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
+                            ORDER BY o.created_at, o.id
+                            LIMIT 1)) AS ok
 ), picked AS (
   SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed
   FROM webhook_outbox o
