@@ -35,9 +35,14 @@ const (
 	// table (subscribed to a type nothing has): what an endpoint with
 	// nothing to send costs the WEBHOOK_URL endpoint's deliveries.
 	sysWorkerTunedIdle = "worker-tuned-idle"
+	// sysWorkerTunedDead is worker-tuned beside a dead endpoint of the
+	// table holding -scale-backlog deliveries that wait for their next
+	// attempt (due in a day): what such an endpoint costs the WEBHOOK_URL
+	// endpoint's deliveries.
+	sysWorkerTunedDead = "worker-tuned-dead"
 )
 
-var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore, sysWorkerBeforeTuned, sysWorkerTunedIdle)
+var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore, sysWorkerBeforeTuned, sysWorkerTunedIdle, sysWorkerTunedDead)
 
 // defaultSystems run when -systems is not given: all but worker-before and
 // worker-before-tuned, which need -worker-before.
@@ -128,6 +133,10 @@ type workerSystem struct {
 	// idle adds an endpoint to the table at setup, subscribed to
 	// scaleIdleType, which nothing inserts.
 	idle bool
+	// dead adds an endpoint to the table at setup, subscribed to
+	// scaleIdleType, with this many deliveries due in a day; reset keeps
+	// them.
+	dead int
 	// listenURL is WEBHOOK_LISTEN_DATABASE_URL ("": unset) when dbURL goes
 	// through PgBouncer (-pgbouncer).
 	listenURL string
@@ -170,6 +179,17 @@ func (s *workerSystem) setup(ctx context.Context, dbURL string, pool *pgxpool.Po
 			return fmt.Errorf("idle endpoint: %w", err)
 		}
 	}
+	if s.dead > 0 {
+		if _, err := pool.Exec(ctx, `WITH e AS (INSERT INTO webhook_endpoints (name, url, secret, event_types)
+			VALUES ('dead', 'http://127.0.0.1:9/dead', 'whsec_ZGVhZC1lbmRwb2ludC1zZWNyZXQ=', ARRAY[$1]) RETURNING id)
+			INSERT INTO webhook_outbox (event_type, payload, endpoint_id, attempt, created_at)
+			SELECT $1, '{}', e.id, 5, now() + interval '1 day' FROM e, generate_series(1, $2)`, scaleIdleType, s.dead); err != nil {
+			return fmt.Errorf("dead endpoint: %w", err)
+		}
+		if _, err := pool.Exec(ctx, "ANALYZE webhook_outbox"); err != nil {
+			return fmt.Errorf("dead endpoint: %w", err)
+		}
+	}
 	if s.pollOnly {
 		if _, err := pool.Exec(ctx, "DROP TRIGGER webhook_outbox_notify ON webhook_outbox"); err != nil {
 			return fmt.Errorf("drop trigger: %w", err)
@@ -179,6 +199,11 @@ func (s *workerSystem) setup(ctx context.Context, dbURL string, pool *pgxpool.Po
 }
 
 func (s *workerSystem) reset(ctx context.Context) error {
+	if s.dead > 0 {
+		// The dead endpoint's deliveries stay.
+		_, err := s.pool.Exec(ctx, "DELETE FROM webhook_outbox WHERE endpoint_id IS NULL; TRUNCATE webhook_dead_letter")
+		return err
+	}
 	_, err := s.pool.Exec(ctx, "TRUNCATE webhook_outbox, webhook_dead_letter")
 	return err
 }
