@@ -22,7 +22,9 @@ const nextDueMaxMS = 24 * 60 * 60 * 1000
 // is that one statement; else it is the statements claim_queues,
 // claim_events and claim_fan_out (queries/claim.sql), sent together and
 // run in one transaction, which say whether the next claim may try the
-// plain path. It returns an empty Batch and no error when nothing is due.
+// plain path, and whether it may leave out the queues' step (no queue
+// holds a delivery) or the events' (no event is due). It returns an empty
+// Batch and no error when nothing is due.
 func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, error) {
 	rows, err := retryMoved(ctx, func() ([]claimRow, error) {
 		if q.Env && !q.SkipEnv && s.plain.Load() {
@@ -33,23 +35,33 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 				return rows, err
 			}
 		}
-		steps := claimSteps
-		if s.noEvents.Load() {
+		steps, left := claimSteps, false
+		switch {
+		case s.noEvents.Load():
 			// The claim before found no event due: the queues' step alone.
 			steps = claimSteps[:1]
+			left = true
+		case s.noQueues.Load():
+			// Nor a delivery in a queue: the events' steps alone.
+			steps = claimSteps[1:]
+			left = true
 		}
 		rows, err := s.claimRows(ctx, q, steps...)
-		if err == nil && len(steps) == 1 && eventsDue(rows) {
+		if err == nil && left && (len(steps) == 1 && eventsDue(rows) || len(steps) == 2 && queued(rows)) {
 			if !tookAny(rows) {
-				// An event came due and nothing else: every step, now.
+				// What they left out has work and nothing else did: every
+				// step, now.
 				rows, err = s.claimRows(ctx, q, claimSteps...)
 			} else {
-				// The dispatcher claims again at once, every step.
-				rows = append(rows, claimRow{State: stateStatus, More: true, EventsDue: true})
+				// The dispatcher claims again at once, every step (or the
+				// plain path, if the rows taken open it: it looks at the
+				// queues and the events itself).
+				rows = append(rows, claimRow{State: stateStatus, More: true, EventsDue: true, Queued: true, Plain: true})
 			}
 		}
 		s.plain.Store(err == nil && plainOpen(rows))
 		s.noEvents.Store(err == nil && !eventsDue(rows))
+		s.noQueues.Store(err == nil && !queued(rows))
 		return rows, err
 	})
 	if err != nil {
@@ -91,6 +103,12 @@ func plainOpen(rows []claimRow) bool {
 // tookAny says whether a claim's steps took anything.
 func tookAny(rows []claimRow) bool {
 	return slices.ContainsFunc(rows, func(r claimRow) bool { return r.State != stateStatus })
+}
+
+// queued says whether the rows of a claim's steps leave a delivery in a
+// queue (claim_queues and claim_events always return a row that says it).
+func queued(rows []claimRow) bool {
+	return slices.ContainsFunc(rows, func(r claimRow) bool { return r.Queued })
 }
 
 // eventsDue says whether the rows of a claim's steps leave an event due
@@ -139,13 +157,16 @@ type claimRow struct {
 	More           bool               `db:"more"`
 	// Plain says the plain path may be tried next (claimPlain).
 	Plain bool `db:"plain"`
-	// EventsDue says an event may be due (claim_queues looks; the other
-	// statements say true).
+	// EventsDue says an event may be due (claim_queues looks; so does
+	// claim_events's status row; the others say true).
 	EventsDue bool `db:"events_due"`
+	// Queued says a queue may hold a delivery, due or not (claim_queues and
+	// claim_events look; the others say true).
+	Queued bool `db:"queued"`
 }
 
 // claimRowFields is how many fields claimRow has, each a column.
-const claimRowFields = 26
+const claimRowFields = 27
 
 func (r *claimRow) field(col string) any {
 	switch col {
@@ -201,6 +222,8 @@ func (r *claimRow) field(col string) any {
 		return &r.Plain
 	case "events_due":
 		return &r.EventsDue
+	case "queued":
+		return &r.Queued
 	}
 	return nil
 }

@@ -196,3 +196,62 @@ func TestClaimRunsTheEventStepsOnceAnEventIsDue(t *testing.T) {
 	event()
 	claim("an event alone", 1, 1, false)
 }
+
+// While the claims find no delivery in any queue (each event a fan-out in
+// flight, nothing waiting) they leave the queues' step out. A delivery
+// written to a queue meanwhile is taken at most one claim later: beside an
+// event, the claim takes the event and asks for another at once (More);
+// alone, the claim runs every step there and then.
+func TestClaimLeavesTheQueuesOutWhileTheyHoldNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	a := endpoint(t, db, "a", true)
+	event := func() { exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`) }
+	toA := func() {
+		exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('x', '{}', $1)`, a)
+	}
+	q := webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10}
+	claim := func(step string, queue, inFlight int, more, leftOut bool) webhook.Batch {
+		t.Helper()
+		b, err := s.Claim(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		gotQueue, gotInFlight := 0, 0
+		for _, r := range b.Rows {
+			if r.Event != 0 {
+				gotInFlight++
+			} else {
+				gotQueue++
+			}
+		}
+		if gotQueue != queue || gotInFlight != inFlight || b.More != more || outbox.QueuesLeftOut(s) != leftOut {
+			t.Fatalf("%s: %d from the queue, %d in flight, more %v, queues left out next %v; want %d, %d, %v, %v",
+				step, gotQueue, gotInFlight, b.More, outbox.QueuesLeftOut(s), queue, inFlight, more, leftOut)
+		}
+		return b
+	}
+	done := func(b webhook.Batch) {
+		t.Helper()
+		outs := make([]webhook.Outcome, len(b.Rows))
+		for i, r := range b.Rows {
+			outs[i] = webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done, Event: r.Event, EndpointID: r.EndpointID}
+		}
+		if _, err := s.Record(ctx, outs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	event()
+	done(claim("the first event (every step)", 0, 1, false, true))
+	event()
+	done(claim("an event, the queues left out", 0, 1, false, true))
+	event()
+	toA()
+	claim("an event beside a delivery come to a's queue", 0, 1, true, false)
+	done(claim("the claim after it, every step", 1, 0, false, false))
+	event()
+	done(claim("an event again", 0, 1, false, true))
+	toA()
+	done(claim("a delivery alone", 1, 0, false, false))
+}

@@ -29,3 +29,7 @@ func Statements() map[string]string {
 
 // PsqlVar finds the statements' parameters as the files write them.
 var PsqlVar = psqlVar
+
+// QueuesLeftOut says whether s's next claim leaves out the queues' step
+// (claim_queues).
+func QueuesLeftOut(s *Store) bool { return s.noQueues.Load() }

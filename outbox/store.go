@@ -37,6 +37,10 @@ type Store struct {
 	// noEvents says the last claim's queues step found no event due: the
 	// next claim runs that step alone, and all of them once it finds one.
 	noEvents atomic.Bool
+	// noQueues says the last claim found no delivery in a queue (due or
+	// not): the next claim runs the events' steps alone, and all of them
+	// once they find one.
+	noQueues atomic.Bool
 }
 
 // New returns a Store over pool, or an error when pool is nil.

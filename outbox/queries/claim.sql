@@ -7,8 +7,9 @@
 
 -- name: claim_queues
 -- Leases the due deliveries of the endpoints' queues, and says whether an
--- event is due (events_due; a row of state 'status' when it leased none),
--- so that a claim may leave the next steps out while none is. It lists the
+-- event is due (events_due) and whether a queue holds a delivery, due or
+-- not (queued; a row of state 'status' says both when it leased none), so
+-- that a claim may leave out the steps with nothing to do. It lists the
 -- endpoints with pending deliveries (a loose index scan), keeps those not
 -- in :'skip' whose head is due (the :'limit' oldest heads), takes from each
 -- at most its room and an equal share of :'limit', oldest first, and
@@ -109,6 +110,10 @@ WITH RECURSIVE queues(endpoint_id) AS (
                 AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
               ORDER BY o.created_at, o.id
               LIMIT 1), false) AS events_due,
+    EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL)
+      OR :'env'::boolean AND EXISTS (SELECT 1
+                                     FROM webhook_outbox o
+                                     WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held) AS queued,
     set_config('fluxora.claim', jsonb_build_object(
       'taken', (SELECT count(*) FROM chosen),
       'env', (SELECT count(*) FROM chosen WHERE endpoint_id IS NULL),
@@ -123,13 +128,14 @@ SELECT u.id, u.lease_token, u.delivery_id::text AS delivery_id, u.event_type, u.
   coalesce(e.retry_rps, 0) AS retry_rps,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END AS previous_secret,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
-  t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL) AS plain, t.events_due
+  t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL) AS plain, t.events_due, t.queued
 FROM leased u
 CROSS JOIN told t
 LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id
 UNION ALL
 SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
-  '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL), t.events_due
+  '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL), t.events_due,
+  t.queued
 FROM told t
 WHERE NOT EXISTS (SELECT 1 FROM leased);
 
@@ -142,7 +148,10 @@ WHERE NOT EXISTS (SELECT 1 FROM leased);
 -- to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
 -- endpoint is skipped it locks events only when one of the oldest it may
 -- take fans out to an endpoint of the table: the others would only become
--- that endpoint's pending deliveries, each written twice.
+-- that endpoint's pending deliveries, each written twice. It says, as
+-- claim_queues does, whether a queue holds a delivery (queued, also in
+-- fluxora.claim), so that a claim may leave claim_queues out while none
+-- does; a row of state 'status' says it when it took no event.
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), budget AS (
@@ -218,6 +227,14 @@ WITH told AS (
   FROM simple x
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM simple)) AND o.id = x.id
   RETURNING o.*, x.reclaimed
+), queued AS (
+  SELECT EXISTS (SELECT 1
+                 FROM webhook_outbox o
+                 WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held)
+      OR :'env'::boolean AND (EXISTS (SELECT 1 FROM done) OR EXISTS (
+        SELECT 1
+        FROM webhook_outbox o
+        WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held)) AS found
 ), told_next AS (
   SELECT (SELECT count(*) FROM locked) > (SELECT count(*) FROM kept)
       OR (SELECT n FROM cap) > 0 AND (SELECT count(*) FROM locked) = (SELECT n FROM cap) AND coalesce((
@@ -229,7 +246,9 @@ WITH told AS (
         ORDER BY o.created_at, o.id
         LIMIT 1), false) AS more,
     :'env'::boolean AND :'env_room'::int > 0 AND NOT EXISTS (SELECT 1 FROM kept WHERE NOT simple) AS plain,
+    (SELECT found FROM queued) AS queued,
     set_config('fluxora.claim', ((SELECT t FROM budget) || jsonb_build_object(
+      'queued', (SELECT found FROM queued),
       'taken', coalesce(((SELECT t FROM budget) ->> 'taken')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
       'env', coalesce(((SELECT t FROM budget) ->> 'env')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
       'events', (SELECT coalesce(jsonb_agg(id ORDER BY created_at, id), '[]') FROM kept WHERE NOT simple)))::text, true) AS said
@@ -244,10 +263,15 @@ SELECT k.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   CASE WHEN NOT k.simple THEN 'to_fan_out' WHEN u.lease_token IS NOT NULL THEN 'event_leased' ELSE 'event' END AS state,
   coalesce(u.fanout, 0) AS fanout, '' AS endpoint_id, '' AS endpoint_name, '' AS url, '' AS secret, true AS enabled,
   '' AS disabled_reason, 0 AS retry_rps, '' AS previous_secret, NULL::timestamptz AS previous_until,
-  t.more, t.plain, true AS events_due
+  t.more, t.plain, true AS events_due, t.queued
 FROM kept k
 CROSS JOIN told_next t
-LEFT JOIN done u ON u.id = k.id;
+LEFT JOIN done u ON u.id = k.id
+UNION ALL
+SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
+  '', '', '', '', true, '', 0, '', NULL, t.more, t.plain, t.more, t.queued
+FROM told_next t
+WHERE NOT EXISTS (SELECT 1 FROM kept);
 
 -- name: claim_fan_out
 -- Fans out the events claim_events kept (fluxora.claim's events): one
@@ -258,7 +282,8 @@ LEFT JOIN done u ON u.id = k.id;
 -- own row is the WEBHOOK_URL endpoint's delivery. Without :'env', an event
 -- without an ordering key whose every delivery fits is not given rows: it
 -- is leased whole, a fan-out in flight (fan_to), and its deliveries come
--- with its id in event, their rows written with their outcomes.
+-- with its id in event, their rows written with their outcomes. queued
+-- says what claim_events said, or that this step gave a queue a row.
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), ev AS (
@@ -358,7 +383,8 @@ SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   coalesce(e.retry_rps, 0) AS retry_rps,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous ELSE '' END AS previous_secret,
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
-  false AS more, false AS plain, true AS events_due
+  false AS more, false AS plain, true AS events_due,
+  :'env'::boolean OR coalesce(((SELECT t FROM told) ->> 'queued')::boolean, true) OR EXISTS (SELECT 1 FROM fanned) AS queued
 FROM out o
 LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
 
@@ -463,10 +489,10 @@ SELECT u.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   CASE WHEN NOT u.fan THEN 'queue' WHEN u.lease_token IS NOT NULL THEN 'event_leased' ELSE 'event' END AS state,
   coalesce(u.fanout, 0) AS fanout, '' AS endpoint_id, '' AS endpoint_name, '' AS url, '' AS secret, true AS enabled,
   '' AS disabled_reason, 0 AS retry_rps, '' AS previous_secret, NULL::timestamptz AS previous_until,
-  m.more, true AS plain, true AS events_due
+  m.more, true AS plain, true AS events_due, true AS queued
 FROM upd u
 CROSS JOIN more m
 UNION ALL
 SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
-  '', '', '', '', true, '', 0, '', NULL, false, true, true
+  '', '', '', '', true, '', 0, '', NULL, false, true, true, true
 WHERE (SELECT ok FROM plain) AND NOT (SELECT found FROM stray) AND NOT EXISTS (SELECT 1 FROM upd);
