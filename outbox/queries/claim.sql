@@ -110,10 +110,8 @@ WITH RECURSIVE queues(endpoint_id) AS (
                 AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
               ORDER BY o.created_at, o.id
               LIMIT 1), false) AS events_due,
-    EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL)
-      OR :'env'::boolean AND EXISTS (SELECT 1
-                                     FROM webhook_outbox o
-                                     WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held) AS queued,
+    EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL) OR :'env'::boolean AND EXISTS (
+      SELECT 1 FROM webhook_outbox o WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held) AS queued,
     set_config('fluxora.claim', jsonb_build_object(
       'taken', (SELECT count(*) FROM chosen),
       'env', (SELECT count(*) FROM chosen WHERE endpoint_id IS NULL),
@@ -134,8 +132,7 @@ CROSS JOIN told t
 LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id
 UNION ALL
 SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
-  '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL), t.events_due,
-  t.queued
+  '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL), t.events_due, t.queued
 FROM told t
 WHERE NOT EXISTS (SELECT 1 FROM leased);
 
@@ -228,13 +225,9 @@ WITH told AS (
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM simple)) AND o.id = x.id
   RETURNING o.*, x.reclaimed
 ), queued AS (
-  SELECT EXISTS (SELECT 1
-                 FROM webhook_outbox o
-                 WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held)
+  SELECT EXISTS (SELECT 1 FROM webhook_outbox o WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held)
       OR :'env'::boolean AND (EXISTS (SELECT 1 FROM done) OR EXISTS (
-        SELECT 1
-        FROM webhook_outbox o
-        WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held)) AS found
+        SELECT 1 FROM webhook_outbox o WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held)) AS found
 ), told_next AS (
   SELECT (SELECT count(*) FROM locked) > (SELECT count(*) FROM kept)
       OR (SELECT n FROM cap) > 0 AND (SELECT count(*) FROM locked) = (SELECT n FROM cap) AND coalesce((
