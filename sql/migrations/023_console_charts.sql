@@ -13,7 +13,7 @@
 -- grow). Built inside the migration, it locks each partition of the
 -- attempts against writes while it is built: on a large history, build it
 -- first without a lock (docs/deployment.md, migration 023), and this then
--- finds it there.
+-- finds it there, valid.
 --
 -- webhook_backlog_samples: the attempts do not say how many deliveries
 -- were waiting. The workers' janitor writes, once a minute, one sample of
@@ -28,6 +28,16 @@ SET LOCAL lock_timeout = '200ms'; -- see 003: never queue producers behind a lon
 
 CREATE INDEX IF NOT EXISTS webhook_attempts_started_at_idx ON webhook_attempts (started_at)
     INCLUDE (endpoint_id, error_class, duration_ms);
+-- One built ahead and left unfinished (a partition without its index
+-- attached) is not valid, and no plan would use it: say so rather than
+-- carry on without it.
+DO $$
+BEGIN
+    IF NOT (SELECT indisvalid FROM pg_index WHERE indexrelid = 'webhook_attempts_started_at_idx'::regclass) THEN
+        RAISE EXCEPTION 'migration 023: index webhook_attempts_started_at_idx is not valid: attach an index to every partition of webhook_attempts (docs/deployment.md, "Migration 023 on a large history") or drop it, then run worker migrate again';
+    END IF;
+END;
+$$;
 
 CREATE TABLE IF NOT EXISTS webhook_backlog_samples (
     -- The minute of the sample, by the database clock.
