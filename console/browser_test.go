@@ -46,11 +46,12 @@ func demoData(t *testing.T, b bundle) {
 // A real browser logs in, sees the overview refresh itself, opens shop's
 // page, replays its dead letters (they move back to the outbox) and
 // disables it. CONSOLE_SCREENSHOT=path keeps a screenshot of the overview
-// (docs/console-overview.png).
+// with its charts (docs/console-overview.png).
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	demoData(t, b)
+	chartData(t, b)
 	ctx := browser(t)
 	var overview []byte
 	err := chromedp.Run(ctx,

@@ -46,6 +46,7 @@ type Store interface {
 	SearchAttempts(ctx context.Context, id string) ([]outbox.DeliveryAttempt, error)
 	DeliveryRow(ctx context.Context, id string, from, to time.Time, preview int) (outbox.DeliveryRow, bool, error)
 	DeadLetters(ctx context.Context, q outbox.DeadLetterQuery) ([]outbox.DeadLetter, error)
+	Chart(ctx context.Context, q outbox.ChartQuery) ([]outbox.ChartBucket, error)
 	Replay(ctx context.Context, f outbox.ReplayFilter) (outbox.Replayed, error)
 	PurgeDeadLetters(ctx context.Context, before time.Time, endpoint string) (int64, error)
 }
@@ -174,6 +175,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("GET /{$}", s.authed(s.overviewHandler))
 	m.HandleFunc("GET /api/overview", s.authed(s.overviewHandler))
 	m.HandleFunc("GET /api/endpoints", s.authed(s.apiEndpoints))
+	m.HandleFunc("GET /api/charts", s.authed(s.chartsHandler))
 	for _, prefix := range []string{"", "/api"} {
 		m.HandleFunc("GET "+prefix+"/endpoints/{name}", s.authed(s.endpointHandler))
 		m.HandleFunc("GET "+prefix+"/dead-letters", s.authed(s.deadLettersHandler))

@@ -26,9 +26,31 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, name string, load
 	}
 }
 
-// overview is / and GET /api/overview: the queue and every endpoint.
+// overview is / and GET /api/overview: the queue and every endpoint; the
+// page adds the charts of every endpoint (?range=).
 func (s *Server) overviewHandler(w http.ResponseWriter, r *http.Request) {
-	s.serve(w, r, "overview", func(ctx context.Context) (any, error) { return s.overview(ctx) })
+	s.serve(w, r, "overview", func(ctx context.Context) (any, error) {
+		o, err := s.overview(ctx)
+		if err != nil || isAPI(r) {
+			return o, err
+		}
+		c, err := s.pageCharts(ctx, r, "")
+		return overviewPage{Overview: o, Charts: c}, err
+	})
+}
+
+// overviewPage is the overview's page: the overview and its charts (nil
+// for a refresh of the figures).
+type overviewPage struct {
+	Overview
+	Charts *Charts
+}
+
+// endpointPage is an endpoint's page: its detail and its charts (nil for a
+// refresh of the figures).
+type endpointPage struct {
+	EndpointDetail
+	Charts *Charts
 }
 
 // apiEndpoints is GET /api/endpoints: an array of every endpoint ([]
@@ -37,9 +59,17 @@ func (s *Server) apiEndpoints(w http.ResponseWriter, r *http.Request) {
 	s.serve(w, r, "", func(ctx context.Context) (any, error) { return s.endpoints(ctx, "") })
 }
 
-// endpointHandler is /endpoints/{name} and GET /api/endpoints/{name}.
+// endpointHandler is /endpoints/{name} and GET /api/endpoints/{name}; the
+// page adds the endpoint's charts (?range=).
 func (s *Server) endpointHandler(w http.ResponseWriter, r *http.Request) {
-	s.serve(w, r, "endpoint", func(ctx context.Context) (any, error) { return s.endpointDetail(ctx, r.PathValue("name")) })
+	s.serve(w, r, "endpoint", func(ctx context.Context) (any, error) {
+		d, err := s.endpointDetail(ctx, r.PathValue("name"))
+		if err != nil || isAPI(r) {
+			return d, err
+		}
+		c, err := s.pageCharts(ctx, r, d.Name)
+		return endpointPage{EndpointDetail: d, Charts: c}, err
+	})
 }
 
 // deliveryHandler is /deliveries?id= (the search form when no id) and GET

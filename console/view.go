@@ -37,11 +37,11 @@ var pageNames = []string{"login", "overview", "endpoint", "delivery", "deadlette
 type pages struct{ t map[string]*template.Template }
 
 func parsePages() (*pages, error) {
-	funcs := template.FuncMap{"time": fmtTime, "ms": fmtMS, "pct": fmtPct, "status": fmtStatus, "str": fmtStr, "endpointRows": endpointRows,
+	funcs := template.FuncMap{"time": fmtTime, "ms": fmtMS, "pct": fmtPct, "status": fmtStatus, "str": fmtStr, "endpointRows": endpointRows, "chartsSVG": chartsSVG,
 		"breaker": func(b *Breaker) template.HTML { return template.HTML(breakerText(b)) }} // breakerText escapes
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/charts.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", name, err)
 		}

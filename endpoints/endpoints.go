@@ -2,7 +2,8 @@
 // event is fanned out to, each with its own URL, secret and event types.
 // It adds, lists, changes, disables (dead-lettering the pending deliveries)
 // and removes endpoints, reports per-endpoint counts, and runs the janitor
-// that disables an endpoint whose every attempt has failed for too long.
+// that disables an endpoint whose every attempt has failed for too long
+// (and samples the endpoints' backlog once a minute for the console).
 // The rules are this package's (validation, errors, metrics, logs); the
 // statements are the store's (package outbox: catalog.go, secrets.go,
 // disable.go, janitor.go).

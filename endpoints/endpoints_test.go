@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
 )
 
 // secret is what the tests give every endpoint: no output may contain it.
@@ -383,6 +386,54 @@ func TestRunJanitor(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunJanitor: %v", err)
+	}
+}
+
+// The janitor samples the backlog once a minute of its clock: a pass in
+// the same minute writes nothing (the sample deleted meanwhile stays
+// deleted), the first pass of the next minute samples again.
+func TestRunJanitorSamplesTheBacklogOnceAMinute(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	var mu sync.Mutex
+	clock := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	s, err := endpoints.New(endpoints.Config{Pool: db.Pool, Sealer: testSealer{}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := add(t, s, "busy")
+	pending(t, db, e.ID, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.RunJanitor(ctx, 5*time.Millisecond, 0) }()
+	sampled := func() bool {
+		return db.Count(t, "SELECT count(*) FROM webhook_backlog_samples WHERE endpoint_id = $1 AND backlog = 5", e.ID) == 1
+	}
+	waitfor.True(t, 10*time.Second, "the first pass's sample of busy (2 due, 2 scheduled, 1 in flight)", sampled)
+	exec(t, db, "DELETE FROM webhook_backlog_samples")
+	// Passes of the same minute, each seen erasing an expired previous
+	// secret: no sample.
+	for i := range 3 {
+		if _, err := s.RotateSecret(ctx, "busy", "whsec_next_"+strconv.Itoa(i), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		exec(t, db, `UPDATE webhook_endpoints SET secret_previous_until = now() - interval '1 second' WHERE name = 'busy'`)
+		waitfor.True(t, 10*time.Second, "a janitor pass", func() bool {
+			return db.Count(t, "SELECT count(*) FROM webhook_endpoints WHERE secret_previous IS NOT NULL") == 0
+		})
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_backlog_samples"); n != 0 {
+		t.Fatalf("%d sample rows written within the same minute", n)
+	}
+	mu.Lock()
+	clock = clock.Add(time.Minute)
+	mu.Unlock()
+	waitfor.True(t, 10*time.Second, "the next minute's sample", sampled)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("RunJanitor: %v", err)

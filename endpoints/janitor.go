@@ -13,8 +13,11 @@ const JanitorEveryDefault = 10 * time.Second
 // RunJanitor, every every (JanitorEveryDefault when 0), disables the
 // endpoints whose every attempt has failed for after (0: never) and erases
 // the previous secrets whose grace period has ended; the first pass runs at
-// once. It returns nil when ctx ends; a failed pass is logged and the next
-// one runs.
+// once. The first pass of each minute (by Config.Now) also samples every
+// endpoint's backlog for the console's charts: one statement a minute, of
+// which one worker's writes the minute's sample
+// (outbox.Store.SampleBacklog). It returns nil when ctx ends; a failed
+// pass is logged and the next one runs.
 func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) error {
 	if after < 0 || every < 0 {
 		return errors.New("endpoints: janitor: every and after must not be negative")
@@ -24,7 +27,14 @@ func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) erro
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var sampled time.Time // the minute of the last backlog sample
 	for {
+		if m := s.now().Truncate(time.Minute); !m.Equal(sampled) {
+			sampled = m
+			if _, err := s.db.SampleBacklog(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("endpoints: backlog not sampled", "error", err)
+			}
+		}
 		if after > 0 {
 			if _, err := s.DisableFailing(ctx, after); err != nil && ctx.Err() == nil {
 				s.log.Warn("endpoints: janitor pass failed", "error", err)

@@ -1145,6 +1145,18 @@ WITH (fillfactor='100');
 
 
 --
+-- Name: webhook_backlog_samples; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_backlog_samples (
+    sampled_at timestamp with time zone NOT NULL,
+    endpoint_id uuid NOT NULL,
+    backlog bigint NOT NULL,
+    CONSTRAINT webhook_backlog_samples_backlog_check CHECK ((backlog >= 0))
+);
+
+
+--
 -- Name: webhook_dead_letter; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1378,6 +1390,14 @@ ALTER TABLE ONLY public.webhook_outbox ALTER COLUMN id SET DEFAULT nextval('publ
 
 
 --
+-- Name: webhook_backlog_samples webhook_backlog_samples_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_backlog_samples
+    ADD CONSTRAINT webhook_backlog_samples_pkey PRIMARY KEY (sampled_at, endpoint_id);
+
+
+--
 -- Name: webhook_dead_letter webhook_dead_letter_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1437,6 +1457,20 @@ CREATE INDEX webhook_attempts_delivery_id_idx ON ONLY public.webhook_attempts US
 --
 
 CREATE INDEX webhook_attempts_default_delivery_id_idx ON public.webhook_attempts_default USING btree (delivery_id);
+
+
+--
+-- Name: webhook_attempts_started_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_started_at_idx ON ONLY public.webhook_attempts USING btree (started_at) INCLUDE (endpoint_id, error_class, duration_ms);
+
+
+--
+-- Name: webhook_attempts_default_started_at_endpoint_id_error_class_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_default_started_at_endpoint_id_error_class_idx ON public.webhook_attempts_default USING btree (started_at) INCLUDE (endpoint_id, error_class, duration_ms);
 
 
 --
@@ -1521,6 +1555,13 @@ CREATE INDEX webhook_outbox_queue_idx ON public.webhook_outbox_pending USING btr
 --
 
 ALTER INDEX public.webhook_attempts_delivery_id_idx ATTACH PARTITION public.webhook_attempts_default_delivery_id_idx;
+
+
+--
+-- Name: webhook_attempts_default_started_at_endpoint_id_error_class_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.webhook_attempts_started_at_idx ATTACH PARTITION public.webhook_attempts_default_started_at_endpoint_id_error_class_idx;
 
 
 --

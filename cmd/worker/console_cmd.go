@@ -29,7 +29,7 @@ With WEBHOOK_CONSOLE_TLS_CERT_FILE and WEBHOOK_CONSOLE_TLS_KEY_FILE it
 serves HTTPS. It answers only requests for its own address (and
 localhost on loopback) or for a name WEBHOOK_CONSOLE_HOSTS lists (host
 names or host:port, comma-separated). Runs until SIGINT or SIGTERM. See
-docs/operations.md and docs/security.md.
+docs/console.md and docs/security.md.
 Exit codes: 0 stopped, 1 failure, 2 usage or configuration, 3 not migrated.
 `
 

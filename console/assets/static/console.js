@@ -1,6 +1,7 @@
 // The console's only script (no inline script: the CSP forbids it).
 // Pages holding [data-refresh] refresh that part every N ms without a full
-// reload; buttons with data-confirm ask first; the dead-letter page's
+// reload (X-Console-Refresh: the server leaves out what is not refreshed,
+// the charts); buttons with data-confirm ask first; the dead-letter page's
 // checkbox selects every row.
 "use strict";
 document.addEventListener("click", function (e) {
@@ -13,7 +14,7 @@ document.addEventListener("change", function (e) {
 });
 function refresh(el, every) {
   setTimeout(function () {
-    fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html", "X-Console-Refresh": "1" } })
       .then(function (r) { if (!r.ok || r.redirected) throw new Error(r.status); return r.text(); })
       .then(function (html) {
         var fresh = new DOMParser().parseFromString(html, "text/html").querySelector("[data-refresh]");
