@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -38,11 +39,17 @@ type processor struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	stopped  atomic.Bool
-	// final is Shutdown's context, set before stop is closed: the last
-	// exports end with it.
-	final context.Context
+	// ctx bounds every export: Shutdown cancels it when its own context
+	// ends, so that an export the collector holds up ends then too. lost
+	// is how many spans the exports after Shutdown failed to send, set
+	// before done is closed.
+	ctx    context.Context
+	cancel context.CancelFunc
+	lost   int
 
-	// Owned by run: the failures not yet logged, and when one last was.
+	// Owned by run: the spans of failed exports (all, and those not yet
+	// logged), and when a failure was last logged.
+	unsent  int
 	failed  int
 	warned  time.Time
 	warnNow func() time.Time
@@ -52,6 +59,7 @@ func newProcessor(exp sdktrace.SpanExporter, cfg Config, m *metrics) *processor 
 	p := &processor{exp: exp, queue: make(chan sdktrace.ReadOnlySpan, cfg.QueueSize), size: cfg.BatchSize,
 		delay: cfg.BatchDelay, timeout: cfg.ExportTimeout, m: m, log: cfg.Logger,
 		flushes: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), warnNow: time.Now}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	go p.run()
 	return p
 }
@@ -84,14 +92,16 @@ func (p *processor) run() {
 			if batch = append(batch, s); len(batch) < p.size {
 				continue
 			}
-			batch = p.export(context.Background(), batch)
+			batch = p.export(batch)
 		case <-timer.C:
-			batch = p.export(context.Background(), batch)
+			batch = p.export(batch)
 		case ch := <-p.flushes:
-			batch = p.drain(context.Background(), batch)
+			batch = p.drain(batch)
 			close(ch)
 		case <-p.stop:
-			p.drain(p.final, batch)
+			before := p.unsent
+			p.drain(batch)
+			p.lost = p.unsent - before
 			return
 		}
 		timer.Reset(p.delay)
@@ -99,26 +109,27 @@ func (p *processor) run() {
 }
 
 // drain exports batch and the spans queued now, in batches.
-func (p *processor) drain(ctx context.Context, batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+func (p *processor) drain(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
 	for n := len(p.queue); n > 0; n-- {
 		if batch = append(batch, <-p.queue); len(batch) >= p.size {
-			batch = p.export(ctx, batch)
+			batch = p.export(batch)
 		}
 	}
-	return p.export(ctx, batch)
+	return p.export(batch)
 }
 
-// export sends batch, within the export timeout and ctx, and returns it
-// emptied. The spans of a failed export are counted dropped.
-func (p *processor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+// export sends batch, within the export timeout, and returns it emptied.
+// The spans of a failed export are counted dropped.
+func (p *processor) export(batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
 	if len(batch) == 0 {
 		return batch
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	err := p.exp.ExportSpans(ctx, batch)
 	cancel()
 	if err != nil {
 		p.m.exportFailed.Add(float64(len(batch)))
+		p.unsent += len(batch)
 		p.warn(len(batch), err)
 	}
 	clear(batch)
@@ -155,20 +166,32 @@ func (p *processor) ForceFlush(ctx context.Context) error {
 }
 
 // Shutdown exports what is queued, until ctx ends, then shuts the exporter
-// down. Spans ended afterwards are ignored.
+// down. Spans ended afterwards are ignored. When ctx ends first, the
+// export under way is cut short and the spans left are counted dropped.
 func (p *processor) Shutdown(ctx context.Context) error {
 	var err error
 	p.stopOnce.Do(func() {
 		p.stopped.Store(true)
-		p.final = ctx
 		close(p.stop)
 		select {
 		case <-p.done:
+			if p.lost > 0 {
+				err = fmt.Errorf("tracing: %d spans not exported", p.lost)
+			}
 		case <-ctx.Done():
-			// The last export ends with ctx: run returns at once.
 			err = ctx.Err()
+			p.cancel()
+			select { // each export left fails at once
+			case <-p.done:
+			case <-time.After(shutdownGrace):
+			}
 		}
+		p.cancel()
 		err = errors.Join(err, p.exp.Shutdown(ctx))
 	})
 	return err
 }
+
+// shutdownGrace is how long Shutdown waits, its deadline passed, for the
+// exports it cut short to return.
+const shutdownGrace = time.Second
