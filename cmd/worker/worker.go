@@ -23,8 +23,8 @@ import (
 	"github.com/fluxora/webhook-worker/retention"
 	"github.com/fluxora/webhook-worker/sealed"
 	"github.com/fluxora/webhook-worker/sender"
-	"github.com/fluxora/webhook-worker/tracing"
 	schema "github.com/fluxora/webhook-worker/sql"
+	"github.com/fluxora/webhook-worker/tracing"
 )
 
 // worker is the dispatcher and the parts that run beside it (listener,
