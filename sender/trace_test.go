@@ -295,3 +295,25 @@ func TestNoTracerSendsTheProducersTraceparent(t *testing.T) {
 		t.Fatalf("traceparent %q, tracestate %q; want the producer's", tp, h.Get("Tracestate"))
 	}
 }
+
+// Without a tracer, PerEndpoint allocates nothing more per attempt than
+// the sender itself: tracing off costs a nil check.
+func TestNoTracerAllocatesNothingMore(t *testing.T) {
+	env, err := sender.New(sender.Config{URL: "https://example.com/hook", Secret: []byte(traceSecret),
+		Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Header: http.Header{}}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := sender.NewPerEndpoint(sender.PerEndpointConfig{Env: env})
+	d := tracedDelivery(1, false)
+	d.Headers = nil
+	req := sender.Request{DeliveryID: d.DeliveryID, EventType: d.EventType, Attempt: d.Attempt, Payload: d.Payload, Endpoint: "default"}
+	ctx := context.Background()
+	direct := testing.AllocsPerRun(200, func() { env.Send(ctx, req) })
+	per := testing.AllocsPerRun(200, func() { p.Send(ctx, d) })
+	if per > direct {
+		t.Fatalf("PerEndpoint.Send without a tracer allocates %v per attempt, the sender alone %v", per, direct)
+	}
+}
