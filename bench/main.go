@@ -342,6 +342,8 @@ func newSystem(name string, opt options, bin, self string, c common) system {
 		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency)}
 	case sysWorkerTunedIdle:
 		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency), idle: true}
+	case sysWorkerTunedTraced:
+		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency), traced: true}
 	case sysRiverDefaults:
 		return &riverSystem{common: c, bin: self, maxWorkers: riverDefaultWorkers}
 	case sysRiverTuned:
