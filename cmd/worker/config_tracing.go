@@ -121,11 +121,13 @@ func (e *env) otlpHeaders() map[string]string {
 	return out
 }
 
-// sampler reads OTEL_TRACES_SAMPLER (default parentbased_always_on) and,
-// for the ratio samplers, OTEL_TRACES_SAMPLER_ARG (0 to 1, default 1).
+// sampler reads OTEL_TRACES_SAMPLER (default parentbased_always_on) and
+// OTEL_TRACES_SAMPLER_ARG, checked only for the ratio samplers that use
+// it (0 to 1, default 1).
 func (e *env) sampler() sdktrace.Sampler {
+	arg := strings.TrimSpace(e.getenv("OTEL_TRACES_SAMPLER_ARG"))
 	ratio := func() float64 {
-		v := strings.TrimSpace(e.getenv("OTEL_TRACES_SAMPLER_ARG"))
+		v := arg
 		if v == "" {
 			return 1
 		}
