@@ -203,18 +203,18 @@ func header(r Request, families Headers, ts string, sig Signatures) http.Header 
 		h["Webhook-Ordering-Key"], h["X-Fluxora-Ordering-Key"] = ord[0:1:1], ord[0:1:1]
 		h["Webhook-Sequence"], h["X-Fluxora-Sequence"] = ord[1:2:2], ord[1:2:2]
 	}
-	traced := r.Traceparent == ""
+	placed := r.Traceparent == "" // nothing to place, or placed among the event's headers
 	if len(r.Headers) > 0 {
 		extra := make([]string, len(r.Headers)) // one array backs the event's values too
 		for i, f := range r.Headers {
 			extra[i] = f.Value
-			if !traced && strings.EqualFold(f.Name, "traceparent") {
-				extra[i], traced = r.Traceparent, true // the attempt's span, child of the producer's
+			if !placed && strings.EqualFold(f.Name, "traceparent") {
+				extra[i], placed = r.Traceparent, true // the attempt's span, child of the producer's
 			}
 			h[f.Name] = extra[i : i+1 : i+1] // as given: eventheaders.Check refused every name above
 		}
 	}
-	if !traced {
+	if !placed {
 		h["Traceparent"] = []string{r.Traceparent}
 	}
 	return h
