@@ -344,6 +344,8 @@ func newSystem(name string, opt options, bin, self string, c common) system {
 		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency), idle: true}
 	case sysWorkerTunedDead:
 		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency), dead: opt.scaleBacklog}
+	case sysWorkerTunedTraced:
+		return &workerSystem{common: c, bin: bin, env: tunedEnv(opt.tunedBatch, opt.tunedConcurrency), traced: true}
 	case sysRiverDefaults:
 		return &riverSystem{common: c, bin: self, maxWorkers: riverDefaultWorkers}
 	case sysRiverTuned:

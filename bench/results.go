@@ -36,7 +36,7 @@ var comparisons = [][2]string{
 	{sysWorkerDefaults, sysRiverTuned}, {sysWorkerTuned, sysRiverTuned},
 	{sysWorkerDefaults, sysRiverDefaults}, {sysWorkerTuned, sysRiver200},
 	{sysWorkerDefaults, sysWorkerBefore}, {sysWorkerTuned, sysWorkerBeforeTuned},
-	{sysWorkerTunedIdle, sysWorkerTuned}, {sysWorkerTunedDead, sysWorkerTuned},
+	{sysWorkerTunedIdle, sysWorkerTuned}, {sysWorkerTunedDead, sysWorkerTuned}, {sysWorkerTunedTraced, sysWorkerTuned},
 }
 
 func fmtMS(v float64) string   { return ms(time.Duration(v * float64(time.Millisecond))) }

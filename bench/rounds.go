@@ -51,6 +51,7 @@ func prepare(ctx context.Context, opt options, dbs *databases, cons *consumer, s
 		return fail(err)
 	}
 	c.cleanup = append(c.cleanup, pool.Close)
+	c.cleanup = append(c.cleanup, sys.close)
 	if err := sys.setup(ctx, dbURL, pool); err != nil {
 		return fail(err)
 	}
@@ -80,7 +81,7 @@ func runRounds(ctx context.Context, opt options, cs []*contender, log io.Writer)
 					continue
 				}
 				c.r.round = round + 1
-				t0 := time.Now()
+				t0, spans0 := time.Now(), traceSpans(c.r.sys)
 				var one SystemResult
 				err := c.r.runMode(ctx, mode, &one)
 				one.Duplicates += c.r.cons.snapshot().dups
@@ -93,8 +94,12 @@ func runRounds(ctx context.Context, opt options, cs []*contender, log io.Writer)
 				// The pool's idle connections would otherwise stay open
 				// while the other systems run.
 				c.r.pool.Reset()
-				fmt.Fprintf(log, "bench: %-13s %d/%d %-19s %s (%s)\n", mode, round+1, opt.pairs, c.res.Name, status,
-					time.Since(t0).Round(100*time.Millisecond))
+				spans := ""
+				if n := traceSpans(c.r.sys) - spans0; n > 0 {
+					spans = fmt.Sprintf(", %d spans exported", n)
+				}
+				fmt.Fprintf(log, "bench: %-13s %d/%d %-19s %s (%s%s)\n", mode, round+1, opt.pairs, c.res.Name, status,
+					time.Since(t0).Round(100*time.Millisecond), spans)
 				if ctx.Err() != nil {
 					return rounds
 				}
@@ -322,4 +327,13 @@ func median(xs []float64) float64 {
 	}
 	slices.Sort(xs)
 	return (xs[(n-1)/2] + xs[n/2]) / 2
+}
+
+// traceSpans is how many spans sys's OTLP sink has received, 0 for a
+// system that does not trace.
+func traceSpans(sys system) int64 {
+	if w, ok := sys.(*workerSystem); ok {
+		return w.traceSpans()
+	}
+	return 0
 }

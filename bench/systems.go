@@ -40,9 +40,14 @@ const (
 	// attempt (due in a day): what such an endpoint costs the WEBHOOK_URL
 	// endpoint's deliveries.
 	sysWorkerTunedDead = "worker-tuned-dead"
+	// sysWorkerTunedTraced is worker-tuned with OTLP/HTTP tracing on,
+	// exporting every attempt's span to the bench's sink (otlpSink):
+	// what tracing costs.
+	sysWorkerTunedTraced = "worker-tuned-traced"
 )
 
-var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore, sysWorkerBeforeTuned, sysWorkerTunedIdle, sysWorkerTunedDead)
+var allSystems = append(append([]string(nil), defaultSystems...), sysWorkerBefore, sysWorkerBeforeTuned, sysWorkerTunedIdle,
+	sysWorkerTunedDead, sysWorkerTunedTraced)
 
 // defaultSystems run when -systems is not given: all but worker-before and
 // worker-before-tuned, which need -worker-before.
@@ -140,6 +145,10 @@ type workerSystem struct {
 	// listenURL is WEBHOOK_LISTEN_DATABASE_URL ("": unset) when dbURL goes
 	// through PgBouncer (-pgbouncer).
 	listenURL string
+	// traced turns OTLP/HTTP tracing on, exporting to sink (started by
+	// setup, closed by close).
+	traced bool
+	sink   *otlpSink
 
 	slots       int    // concurrency of the last start
 	slotsSource string // where slots comes from
@@ -151,6 +160,9 @@ func (s *workerSystem) Settings() string {
 	}
 	if len(s.env) == 0 {
 		return fmt.Sprintf("default settings (WEBHOOK_CONCURRENCY %d, as its start-up log says)", workerDefaultConcurrency)
+	}
+	if s.traced {
+		return strings.Join(s.env, " ") + "; OTLP/HTTP tracing to the bench's sink on 127.0.0.1 (every attempt a span, OTEL_BSP_* defaults)"
 	}
 	return strings.Join(s.env, " ")
 }
@@ -193,6 +205,12 @@ func (s *workerSystem) setup(ctx context.Context, dbURL string, pool *pgxpool.Po
 	if s.pollOnly {
 		if _, err := pool.Exec(ctx, "DROP TRIGGER webhook_outbox_notify ON webhook_outbox"); err != nil {
 			return fmt.Errorf("drop trigger: %w", err)
+		}
+	}
+	if s.traced {
+		var err error
+		if s.sink, err = newOTLPSink(); err != nil {
+			return fmt.Errorf("OTLP sink: %w", err)
 		}
 	}
 	return nil
@@ -256,7 +274,20 @@ func (s *workerSystem) backendApps() []string {
 	return []string{"fluxora-webhook-worker", "fluxora-webhook-listener"}
 }
 
-func (s *workerSystem) close() {}
+func (s *workerSystem) close() {
+	if s.sink != nil {
+		s.sink.Close()
+	}
+}
+
+// traceSpans is how many spans the system's OTLP sink has received (0
+// when it traces nothing).
+func (s *workerSystem) traceSpans() int64 {
+	if s.sink == nil {
+		return 0
+	}
+	return s.sink.spans.Load()
+}
 
 // start runs the dispatcher, waits until /readyz answers 200 and reads its
 // concurrency from its "worker: started" line.
@@ -266,6 +297,9 @@ func (s *workerSystem) start(ctx context.Context, extra []string) (*proc, error)
 		"WEBHOOK_METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=info", "LOG_FORMAT=json")
 	if s.listenURL != "" {
 		env = append(env, "WEBHOOK_LISTEN_DATABASE_URL="+s.listenURL)
+	}
+	if s.sink != nil {
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+s.sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
 	}
 	env = append(append(env, s.env...), extra...)
 	p, err := startProc(s.name, s.bin, nil, env)
@@ -363,13 +397,14 @@ func waitReady(ctx context.Context, p *proc, url string, timeout time.Duration) 
 }
 
 // childEnv is the bench's environment without anything that configures the
-// worker or the River child, plus vars.
+// worker or the River child (OTEL_* too: only worker-tuned-traced traces),
+// plus vars.
 func childEnv(vars ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "WEBHOOK_") || strings.HasPrefix(k, "BENCH_") || strings.HasPrefix(k, "LOG_") ||
-			k == "DATABASE_URL" || k == "REDIS_URL" {
+			strings.HasPrefix(k, "OTEL_") || k == "DATABASE_URL" || k == "REDIS_URL" {
 			continue
 		}
 		env = append(env, kv)

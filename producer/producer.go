@@ -19,6 +19,12 @@
 //	id, err := producer.EnqueueJSON(ctx, tx, "invoice.paid", inv,
 //		producer.WithHeaders(map[string]string{"traceparent": tp, "x-correlation-id": cid}))
 //
+// When ctx carries a valid OpenTelemetry span context (the caller's span)
+// and the headers have no traceparent, Enqueue writes the trace's
+// traceparent (and tracestate, if any) into the event's headers: a worker
+// that traces makes each attempt's span a child of the caller's span, and
+// the consumer joins the same trace.
+//
 // WithOrderingKey delivers the events of one key to each endpoint one at a
 // time, in the order they were enqueued:
 //
@@ -36,6 +42,9 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fluxora/webhook-worker/eventheaders"
 	"github.com/fluxora/webhook-worker/outbox/insert"
@@ -105,12 +114,74 @@ func WithHeaders(h map[string]string) Option {
 	}
 }
 
-func apply(opts []Option) options {
+// apply applies opts, then adds the trace of ctx to the headers
+// (withTrace).
+func apply(ctx context.Context, opts []Option) options {
 	var o options
 	for _, f := range opts {
 		f(&o)
 	}
+	o.withTrace(ctx)
 	return o
+}
+
+// withTrace adds traceparent (and tracestate, when the trace has one and
+// the headers do not) from the span context of ctx to the headers, when it
+// is valid and the headers have no traceparent of the caller's, and when
+// there is room for them under the headers' limits (eventheaders.Max,
+// eventheaders.MaxBytes): the trace is never the reason an event is
+// refused.
+func (o *options) withTrace(ctx context.Context) {
+	if ctx == nil || !trace.SpanContextFromContext(ctx).IsValid() || o.has("traceparent") {
+		return
+	}
+	var tc headerCarrier
+	propagation.TraceContext{}.Inject(ctx, &tc)
+	if o.has("tracestate") {
+		tc.state = ""
+	}
+	add := map[string]string{"traceparent": tc.parent}
+	if tc.state != "" {
+		add["tracestate"] = tc.state
+	}
+	size := 0
+	for n, v := range o.headers {
+		size += len(n) + len(v)
+	}
+	for n, v := range add {
+		size += len(n) + len(v)
+	}
+	if tc.parent == "" || len(o.headers)+len(add) > eventheaders.Max || size > eventheaders.MaxBytes {
+		return
+	}
+	if o.headers == nil {
+		o.headers = make(map[string]string, len(add))
+	}
+	maps.Copy(o.headers, add)
+}
+
+// has reports whether the headers have name, in any case.
+func (o *options) has(name string) bool {
+	for n := range o.headers {
+		if strings.EqualFold(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// headerCarrier keeps what the propagator writes.
+type headerCarrier struct{ parent, state string }
+
+func (c *headerCarrier) Get(string) string { return "" }
+func (c *headerCarrier) Keys() []string    { return nil }
+func (c *headerCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.parent = value
+	case "tracestate":
+		c.state = value
+	}
 }
 
 // statement returns the statement and arguments for an event. The headers
@@ -195,7 +266,7 @@ type Querier[R Row] interface {
 // x-fluxora-delivery-id of the WEBHOOK_URL endpoint, or of the one endpoint
 // of ToEndpoint).
 func Enqueue[R Row](ctx context.Context, q Querier[R], eventType string, payload []byte, opts ...Option) (string, error) {
-	o := apply(opts)
+	o := apply(ctx, opts)
 	if err := validate(eventType, payload, o); err != nil {
 		return "", err
 	}
@@ -221,7 +292,7 @@ func EnqueueJSON[R Row](ctx context.Context, q Querier[R], eventType string, v a
 
 // EnqueueSQL is Enqueue for a database/sql transaction.
 func EnqueueSQL(ctx context.Context, tx *sql.Tx, eventType string, payload []byte, opts ...Option) (string, error) {
-	o := apply(opts)
+	o := apply(ctx, opts)
 	if err := validate(eventType, payload, o); err != nil {
 		return "", err
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fluxora/webhook-worker/eventheaders"
 	"github.com/fluxora/webhook-worker/webhook"
 )
@@ -57,6 +59,9 @@ type PerEndpointConfig struct {
 	// Secrets is told of the secrets that do not open and of those that
 	// open again. Nil: nobody is.
 	Secrets SecretWatch
+	// Tracer, when set, makes a span of every attempt (see Send). Nil:
+	// none, and an event's headers go out exactly as they were written.
+	Tracer trace.Tracer
 }
 
 // PerEndpoint sends each delivery with the sender of its endpoint: Env for
@@ -75,6 +80,7 @@ type PerEndpoint struct {
 	open    func(endpointID, stored string) ([]byte, error)
 	certs   func(endpointID string) func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 	secrets SecretWatch
+	tracer  trace.Tracer
 
 	mu  sync.Mutex
 	per map[string]*list.Element // by endpoint id; each holds an *endpointSender
@@ -107,25 +113,26 @@ func NewPerEndpoint(cfg PerEndpointConfig) (*PerEndpoint, error) {
 	}
 	return &PerEndpoint{env: cfg.Env, envName: cmp.Or(cfg.EnvName, EnvNameDefault), base: cfg.Base,
 		max: cmp.Or(cfg.Max, PerEndpointMaxDefault), open: cfg.OpenSecret, certs: cfg.ClientCertificate,
-		secrets: cfg.Secrets, per: map[string]*list.Element{}}, nil
+		secrets: cfg.Secrets, tracer: cfg.Tracer, per: map[string]*list.Element{}}, nil
 }
 
 // Send makes one attempt of d with its endpoint's sender. A secret that
 // does not open is NotAttempted (deferred, no attempt spent, never
 // dead-lettered for a key the worker may be given); any other reason the
 // endpoint cannot be sent to, or headers that do not parse, is Permanent.
+//
+// With a Tracer, every attempt but a NotAttempted one is a span (see
+// startSpan), a child of the event's own traceparent when its headers
+// carry one, and the request carries the span's traceparent instead.
 func (p *PerEndpoint) Send(ctx context.Context, d webhook.Delivery) webhook.Result {
 	s, es := p.forDelivery(d)
-	if s == nil {
-		if es.sealed {
-			if p.secrets != nil {
-				p.secrets.SecretUnreadable(ctx, d, es.why)
-			}
-			return webhook.Result{Class: webhook.NotAttempted, Error: es.err}
+	if s == nil && es.sealed {
+		if p.secrets != nil {
+			p.secrets.SecretUnreadable(ctx, d, es.why)
 		}
-		return webhook.Result{Class: webhook.Permanent, Error: es.err}
+		return webhook.Result{Class: webhook.NotAttempted, Error: es.err}
 	}
-	if es != nil && !es.told.Load() && es.told.CompareAndSwap(false, true) && p.secrets != nil {
+	if s != nil && es != nil && !es.told.Load() && es.told.CompareAndSwap(false, true) && p.secrets != nil {
 		p.secrets.SecretReadable(ctx, d)
 	}
 	name := d.EndpointName
@@ -134,12 +141,32 @@ func (p *PerEndpoint) Send(ctx context.Context, d webhook.Delivery) webhook.Resu
 	}
 	// The event's headers are parsed on every attempt: nothing to cache,
 	// and nothing at all for a delivery without them.
-	headers, err := eventheaders.Parse(d.Headers)
-	if err != nil {
-		return webhook.Result{Class: webhook.Permanent, Error: "invalid headers: " + err.Error()}
+	headers, herr := eventheaders.Parse(d.Headers)
+	req := Request{DeliveryID: d.DeliveryID, EventType: d.EventType, Attempt: d.Attempt, Payload: d.Payload, Endpoint: name,
+		Headers: headers, OrderingKey: d.OrderingKey, Sequence: d.Sequence}
+	if p.tracer == nil {
+		return result(attempt(ctx, s, es, req, herr))
 	}
-	res := s.Send(ctx, Request{DeliveryID: d.DeliveryID, EventType: d.EventType, Attempt: d.Attempt, Payload: d.Payload, Endpoint: name,
-		Headers: headers, OrderingKey: d.OrderingKey, Sequence: d.Sequence})
+	span, traceparent := p.startSpan(ctx, d, s, req)
+	req.Traceparent = traceparent
+	res := attempt(ctx, s, es, req, herr)
+	endSpan(span, res)
+	return result(res)
+}
+
+// attempt sends req with s, or says why it cannot: s is nil (es.err) or
+// the event's headers did not parse (herr).
+func attempt(ctx context.Context, s *Sender, es *endpointSender, req Request, herr error) Result {
+	switch {
+	case s == nil:
+		return Result{Outcome: Permanent, Error: es.err}
+	case herr != nil:
+		return Result{Outcome: Permanent, Error: "invalid headers: " + herr.Error()}
+	}
+	return s.Send(ctx, req)
+}
+
+func result(res Result) webhook.Result {
 	return webhook.Result{Class: res.Outcome, Status: res.Status, Error: res.Error, RetryAfter: res.RetryAfter, Duration: res.Duration}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -53,6 +54,11 @@ type Request struct {
 	// number skipped knows a delivery was dead-lettered in between.
 	OrderingKey string
 	Sequence    int64
+	// Traceparent, when not empty, is the W3C traceparent of the attempt's
+	// span (PerEndpoint makes it when it has a tracer): it is sent in place
+	// of a traceparent among Headers (under that header's name), or as
+	// Traceparent when they have none. Empty: Headers go out as they are.
+	Traceparent string
 }
 
 // Result is the outcome of one Send.
@@ -160,7 +166,8 @@ type Signatures struct {
 // seconds) with the signature headers of families h (0: both, as in
 // Config.Headers) carrying sig: Content-Type, User-Agent, the
 // x-fluxora-* headers, the Standard Webhooks ones, the ordering headers
-// when r has an ordering key, then r.Headers in the case given. Send sends
+// when r has an ordering key, then r.Headers in the case given (with
+// r.Traceparent, when set, in place of theirs). Send sends
 // exactly these (it builds them here); the console shows them, its
 // signatures masked. Header does not check r (Send does).
 func Header(r Request, h Headers, ts int64, sig Signatures) http.Header {
@@ -196,12 +203,19 @@ func header(r Request, families Headers, ts string, sig Signatures) http.Header 
 		h["Webhook-Ordering-Key"], h["X-Fluxora-Ordering-Key"] = ord[0:1:1], ord[0:1:1]
 		h["Webhook-Sequence"], h["X-Fluxora-Sequence"] = ord[1:2:2], ord[1:2:2]
 	}
+	placed := r.Traceparent == "" // nothing to place, or placed among the event's headers
 	if len(r.Headers) > 0 {
 		extra := make([]string, len(r.Headers)) // one array backs the event's values too
 		for i, f := range r.Headers {
 			extra[i] = f.Value
+			if !placed && strings.EqualFold(f.Name, "traceparent") {
+				extra[i], placed = r.Traceparent, true // the attempt's span, child of the producer's
+			}
 			h[f.Name] = extra[i : i+1 : i+1] // as given: eventheaders.Check refused every name above
 		}
+	}
+	if !placed {
+		h["Traceparent"] = []string{r.Traceparent}
 	}
 	return h
 }

@@ -15,6 +15,11 @@
 // PerEndpoint sends each delivery (webhook.Delivery) with the Sender of
 // its endpoint, made on first use and kept, a bounded number of them.
 //
+// With a tracer (PerEndpointConfig.Tracer), each attempt is an
+// OpenTelemetry span of kind client, a child of the traceparent among the
+// event's headers when there is one; the request carries the span's
+// traceparent in its place (see PerEndpoint.Send).
+//
 // Redirects are never followed and TLS certificates are always verified.
 // The package never logs, and no error or Result text it produces contains
 // the secret, the payload, or the URL's credentials or query string.
@@ -38,6 +43,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 const (
@@ -165,6 +172,8 @@ type Sender struct {
 	prevKey   []byte
 	prevUntil time.Time
 	prevMACs  sync.Pool // of hash.Hash keyed with prevKey
+	// target is the URL's attributes of an attempt's span (spanTarget).
+	target []attribute.KeyValue
 	// certAsked is set once a consumer asked this sender for a client
 	// certificate (TLS CertificateRequest): a connection it closes right
 	// after the handshake has most likely refused the certificate.
@@ -187,6 +196,7 @@ func New(cfg Config) (*Sender, error) {
 		secret:  bytes.Clone(cfg.Secret),
 		timeout: cmp.Or(cfg.Timeout, TimeoutDefault),
 		now:     cfg.Now,
+		target:  spanTarget(u),
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -16,6 +16,7 @@ import (
 	"github.com/fluxora/webhook-worker/egress"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/sender"
+	"github.com/fluxora/webhook-worker/tracing"
 )
 
 // Defaults of the variables only cmd/worker uses (README,
@@ -88,6 +89,10 @@ type config struct {
 	SignatureHeaders sender.Headers
 	// Trust is the key file, the egress proxy and the consumers' roots.
 	Trust trustConfig
+	// Tracing configures the spans' export (the OTEL_* variables) when
+	// TracingOn; off, no tracer is made and nothing is traced.
+	Tracing   tracing.Config
+	TracingOn bool
 
 	LogFormat string // "json" or "text"
 	LogLevel  slog.Level
@@ -349,6 +354,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.SignatureHeaders = e.signatureHeaders("WEBHOOK_SIGNATURE_HEADERS")
 	c.ListenURL = e.listenURL(c.DatabaseURL)
 	c.Trust = e.trust()
+	c.Tracing, c.TracingOn = e.tracingConfig()
 	return c, errors.Join(e.errs...)
 }
 

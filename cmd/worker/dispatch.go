@@ -177,7 +177,7 @@ func (w *worker) logStarted() {
 	w.log.Info("worker: started", "version", b.Version, "revision", b.Revision, "go", b.GoVersion, "batch_size", cfg.BatchSize, "concurrency", cfg.Concurrency,
 		"endpoint_concurrency", cfg.EndpointConcurrency, "env_endpoint", cfg.WebhookURL != "",
 		"lease", w.lease.String(), "retention", cfg.Retention.String(), "poll_interval", cfg.PollInterval.String(), "max_attempts", cfg.MaxAttempts,
-		"gates", gatesSummary(cfg), "database_path", w.path.String(), "trust", cfg.Trust.String())
+		"gates", gatesSummary(cfg), "database_path", w.path.String(), "trust", cfg.Trust.String(), "tracing", tracingSummary(cfg))
 }
 
 // logPreviousSecret says whether WEBHOOK_SECRET_PREVIOUS still signs, and

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fluxora/webhook-worker/dbconn"
 	"github.com/fluxora/webhook-worker/dispatcher"
@@ -23,6 +24,7 @@ import (
 	"github.com/fluxora/webhook-worker/sealed"
 	"github.com/fluxora/webhook-worker/sender"
 	schema "github.com/fluxora/webhook-worker/sql"
+	"github.com/fluxora/webhook-worker/tracing"
 )
 
 // worker is the dispatcher and the parts that run beside it (listener,
@@ -46,6 +48,8 @@ type worker struct {
 	ret *retention.Deleter // history's partitions; WEBHOOK_RETENTION=0 keeps them
 	// blocked sets the blocked ordering keys' gauges while it runs.
 	blocked *ordering.Blocked
+	// tracer makes the attempts' spans; nil when tracing is off.
+	tracer trace.Tracer
 
 	closers []func() // run by Close, last first
 }
@@ -74,6 +78,9 @@ func (w *worker) Close() {
 }
 
 func (w *worker) build(ctx context.Context) error {
+	if err := w.startTracing(); err != nil {
+		return err
+	}
 	listenCC, err := w.openDatabase(ctx)
 	if err != nil {
 		return err
@@ -183,7 +190,7 @@ func (w *worker) senders() (*sender.PerEndpoint, error) {
 			MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes, Control: guard.Control, Headers: cfg.SignatureHeaders,
 			Proxy: cfg.Trust.EgressProxy, RootCAs: cfg.Trust.RootCAs},
 		OpenSecret:        func(id, stored string) ([]byte, error) { return keys.Open(stored, sealed.EndpointSecret(id)) },
-		ClientCertificate: w.eps.ClientCertificate, Secrets: w.eps})
+		ClientCertificate: w.eps.ClientCertificate, Secrets: w.eps, Tracer: w.tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -213,4 +220,32 @@ func (w *worker) newDispatcher(snd *sender.PerEndpoint, gt *gates.Gates) error {
 		Rand: rand.Float64, Now: time.Now,
 	})
 	return err
+}
+
+// traceFlushTimeout bounds the export of the spans still queued when the
+// worker stops (after its requests in flight are done): what is not out
+// by then is dropped and counted.
+const traceFlushTimeout = 5 * time.Second
+
+// startTracing builds the tracer provider when tracing is on; Close
+// exports what is queued, for at most traceFlushTimeout.
+func (w *worker) startTracing() error {
+	if !w.cfg.TracingOn {
+		return nil
+	}
+	cfg := w.cfg.Tracing
+	cfg.Registerer, cfg.Logger, cfg.ServiceVersion = w.reg, w.log, readBuildInfo().Version
+	p, err := tracing.New(cfg)
+	if err != nil {
+		return err
+	}
+	w.tracer = p.Tracer()
+	w.closers = append(w.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := p.Shutdown(ctx); err != nil {
+			w.log.Warn("worker: spans not all exported at shutdown", "error", err)
+		}
+	})
+	return nil
 }
