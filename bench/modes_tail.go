@@ -56,7 +56,9 @@ func runsMode(sys system, mode string) bool {
 	tail := mode == modeTail || mode == modeTailHang
 	switch {
 	case mode == modeNoisy || mode == modeFanout || slices.Contains(scaleModes, mode) || slices.Contains(orderModes, mode):
-		return sys.Worker()
+		// These set endpoints of their own and remove every other: the
+		// systems beside an endpoint of the table would lose theirs.
+		return sys.Worker() && sys.Name() != sysWorkerTunedIdle && sys.Name() != sysWorkerTunedDead
 	case sys.Name() == sysRiver200:
 		return tail
 	case tail:

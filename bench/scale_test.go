@@ -34,7 +34,8 @@ func TestScaleModesFlags(t *testing.T) {
 func TestRunsScaleModes(t *testing.T) {
 	for _, name := range allSystems {
 		sys := newSystem(name, options{tunedBatch: 100, tunedConcurrency: 200}, "worker", "self", common{name: name})
-		want := name == sysWorkerDefaults || name == sysWorkerTuned || name == sysWorkerBefore || name == sysWorkerBeforeTuned
+		want := name == sysWorkerDefaults || name == sysWorkerTuned || name == sysWorkerBefore || name == sysWorkerBeforeTuned ||
+			name == sysWorkerTunedTraced
 		for _, mode := range append(append([]string(nil), scaleModes...), orderModes...) {
 			if got := runsMode(sys, mode); got != want {
 				t.Errorf("runsMode(%s, %s) = %v, want %v", name, mode, got, want)
