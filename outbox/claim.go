@@ -84,20 +84,21 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 	return b, nil
 }
 
-// plainOpen says whether rows of the claim's steps leave the plain path
-// open: every row says so (its plain column: claim_queues's, a status row
+// plainOpen says whether rows of the claim's steps open the plain path:
+// every row says so (its plain column: claim_queues's, a status row
 // included, for the endpoints' queues; claim_events's for the events it
-// took), and one took something; a claim that took nothing leaves it as it
-// was, closed.
+// took), and the claim took an event, the WEBHOOK_URL endpoint's alone. A
+// claim that took no event shows nothing of where the events go and
+// leaves the path closed.
 func plainOpen(rows []claimRow) bool {
-	took := false
+	event := false
 	for _, r := range rows {
 		if !r.Plain {
 			return false
 		}
-		took = took || r.State != stateStatus
+		event = event || r.State == stateEventLeased || r.State == stateEvent
 	}
-	return took
+	return event
 }
 
 // tookAny says whether a claim's steps took anything.
