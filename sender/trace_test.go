@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -311,8 +312,20 @@ func TestNoTracerAllocatesNothingMore(t *testing.T) {
 	d.Headers = nil
 	req := sender.Request{DeliveryID: d.DeliveryID, EventType: d.EventType, Attempt: d.Attempt, Payload: d.Payload, Endpoint: "default"}
 	ctx := context.Background()
-	direct := testing.AllocsPerRun(200, func() { env.Send(ctx, req) })
-	per := testing.AllocsPerRun(200, func() { p.Send(ctx, d) })
+	// A garbage collection empties sync.Pools and adds allocations to
+	// whichever measurement it falls in (the suite runs packages in
+	// parallel): the least of five runs of each, alternating.
+	direct, per := math.Inf(1), math.Inf(1)
+	for range 5 {
+		direct = min(direct, testing.AllocsPerRun(200, func() { env.Send(ctx, req) }))
+		per = min(per, testing.AllocsPerRun(200, func() { p.Send(ctx, d) }))
+	}
+	if raceDetector {
+		// The race detector's instrumentation moves one more value of
+		// PerEndpoint.Send to the heap than of the sender's (31 against
+		// 30 under -race, equal without): allow that one.
+		direct++
+	}
 	if per > direct {
 		t.Fatalf("PerEndpoint.Send without a tracer allocates %v per attempt, the sender alone %v", per, direct)
 	}
