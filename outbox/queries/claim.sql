@@ -139,9 +139,10 @@ WHERE NOT EXISTS (SELECT 1 FROM leased);
 -- name: claim_events
 -- Takes the oldest due events (at least one, as many as the budget left
 -- can deliver), a keyed event only when no older event of its key waits.
--- An event no endpoint of the table takes is done here: the WEBHOOK_URL
--- endpoint's delivery (:'env': leased while its room and the budget last)
--- or unrouted. The others are kept, locked, for claim_fan_out (state
+-- Who takes an event is webhook_subscribed's (024). An event no endpoint
+-- of the table takes is done here: the WEBHOOK_URL endpoint's delivery
+-- (:'env': leased while its room and the budget last) or unrouted, as a
+-- fluxora. event always is (the WEBHOOK_URL endpoint never takes one). The others are kept, locked, for claim_fan_out (state
 -- to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
 -- endpoint is skipped it locks events only when one of the oldest it may
 -- take fans out to an endpoint of the table: the others would only become
@@ -272,7 +273,8 @@ WHERE NOT EXISTS (SELECT 1 FROM kept);
 -- an event whose fan-out in flight was cut short: each endpoint of fan_to
 -- not in fan_done), made leased when it fits (its endpoint's room and the
 -- budget left, oldest event first), else pending; with :'env' the event's
--- own row is the WEBHOOK_URL endpoint's delivery. Without :'env', an event
+-- own row is the WEBHOOK_URL endpoint's delivery, but for a fluxora. event
+-- (processed once fanned out). Without :'env', an event
 -- without an ordering key whose every delivery fits is not given rows: it
 -- is leased whole, a fan-out in flight (fan_to), and its deliveries come
 -- with its id in event, their rows written with their outcomes. queued
@@ -387,7 +389,8 @@ LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
 -- to its WEBHOOK_URL endpoint alone (ARCHITECTURE.md, "The claim"): no
 -- endpoint of the table has a delivery this claim could take (one due,
 -- not leased, of an endpoint not in :'skip'), and no enabled endpoint of
--- the table is subscribed to an event it locks. Each event is then its
+-- the table is subscribed to an event it locks, and none it locks is a
+-- fluxora. event (the steps route those). Each event is then its
 -- own one delivery. Where that does not hold it takes nothing and returns
 -- no row: the three steps run instead. Open with nothing due, it returns
 -- one row of state 'status'.
