@@ -139,10 +139,21 @@ func TestAddListGetUpdate(t *testing.T) {
 		if got, err := s.Get(ctx, "billing"); err != nil || got.URL != url || got.EventTypes[0] != "x" {
 			t.Fatalf("get: %+v %v", got, err)
 		}
+		star, pattern := []string{"*"}, []string{"invoice.*"}
+		if got, err = s.Update(ctx, "billing", endpoints.Update{Events: &star}); err != nil || got.EventTypes == nil || len(got.EventTypes) != 0 {
+			t.Fatalf(`"*" alone: %+v %v, want every type (the empty list)`, got, err)
+		}
+		if got, err = s.Update(ctx, "billing", endpoints.Update{Events: &pattern}); err != nil || len(got.EventTypes) != 1 || got.EventTypes[0] != "invoice.*" {
+			t.Fatalf("a pattern: %+v %v", got, err)
+		}
+		if _, err = s.Update(ctx, "billing", endpoints.Update{Events: &one}); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Run("update refuses", func(t *testing.T) {
 		bad, neg, empty := "http://example.com/", -1, []string{""}
-		for _, u := range []endpoints.Update{{}, {URL: &bad}, {RetryRPS: &neg}, {Events: &empty}} {
+		inner, mixed := []string{"in*voice"}, []string{"a", "*"}
+		for _, u := range []endpoints.Update{{}, {URL: &bad}, {RetryRPS: &neg}, {Events: &empty}, {Events: &inner}, {Events: &mixed}} {
 			if _, err := s.Update(ctx, "billing", u); !errors.As(err, new(*endpoints.FieldError)) {
 				t.Errorf("%+v: %v, want a FieldError", u, err)
 			}

@@ -41,13 +41,24 @@ func validateName(name string) error {
 }
 
 // normalizeEvents checks each subscribed type against the rule of
-// webhook_outbox.event_type and drops duplicates. Nil or empty: every type.
+// webhook_outbox.event_type and drops duplicates. Nil or empty: every type,
+// and so is "*" alone. An entry ending in "*" is a pattern (every type
+// starting with what precedes it); a "*" anywhere else is refused.
 func normalizeEvents(events []string) ([]string, error) {
+	if len(events) == 1 && events[0] == "*" {
+		return []string{}, nil
+	}
 	out := make([]string, 0, len(events))
 	seen := make(map[string]bool, len(events))
 	for _, t := range events {
 		if t == "" || len(t) > 255 || strings.IndexFunc(t, unicode.IsControl) >= 0 {
 			return nil, invalid("events", "%q: each type must be 1-255 bytes without control characters", t)
+		}
+		if t == "*" {
+			return nil, invalid("events", `"*" (every type) cannot be combined with other types`)
+		}
+		if strings.Contains(strings.TrimSuffix(t, "*"), "*") {
+			return nil, invalid("events", `%q: "*" may only end a type, as a pattern ("invoice.*")`, t)
 		}
 		if !seen[t] {
 			seen[t] = true

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -320,8 +321,8 @@ func batchOf(rows []claimRow, q webhook.Query) (b webhook.Batch, brokenTokens []
 		case stateEvent, stateEventLeased, stateEventInFlight:
 			b.FannedOut++
 			b.Deliveries += r.Fanout
-			if q.Env {
-				b.Deliveries-- // the event row itself
+			if q.Env && !strings.HasPrefix(r.EventType, webhook.OperatorTypes) {
+				b.Deliveries-- // the event row itself, the WEBHOOK_URL endpoint's delivery
 			}
 			if r.Fanout == 0 {
 				b.Unrouted = append(b.Unrouted, r.EventType)

@@ -1063,6 +1063,25 @@ $$;
 
 
 --
+-- Name: webhook_subscribed(text[], text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_subscribed(p_types text[], p_type text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $_$
+    SELECT CASE
+        WHEN cardinality(p_types) = 0 THEN NOT starts_with(p_type, 'fluxora.')
+        WHEN p_type = ANY(p_types) THEN true
+        WHEN strpos(array_to_string(p_types, E'\n') || E'\n', E'*\n') = 0 THEN false
+        ELSE CASE WHEN starts_with(p_type, 'fluxora.') THEN p_type ELSE E'\x01' || p_type END ^@ ANY(string_to_array(substr(
+            regexp_replace(
+                regexp_replace(E'\n' || array_to_string(p_types, E'\n'), '\n[^\n]*[^*\n](?=\n|$)|\*(?=\n|$)', '', 'g'),
+                '\n(?!fluxora\.)', E'\n\x01', 'g'), 2), E'\n'))
+    END
+$_$;
+
+
+--
 -- Name: webhook_time_bad(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -2,6 +2,13 @@ package webhook
 
 import "time"
 
+// OperatorTypes is the prefix of the event types kept for the worker's own
+// operator events. An endpoint subscribed to every type never receives
+// them, nor does the WEBHOOK_URL endpoint: only an endpoint that names
+// them, exactly or by a pattern that starts with this prefix
+// (webhook_subscribed, migration 024).
+const OperatorTypes = "fluxora."
+
 // Endpoint is one row of webhook_endpoints as the catalog reads it (the
 // store scans it; the endpoints package and the operator commands show it),
 // without its secrets: the store never reads them into an Endpoint. The
@@ -10,7 +17,9 @@ type Endpoint struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 	URL  string `json:"url"`
-	// EventTypes is empty for every event type.
+	// EventTypes is empty for every event type (but OperatorTypes); an
+	// entry ending in "*" is a pattern: every type that starts with what
+	// precedes the "*".
 	EventTypes     []string `json:"event_types"`
 	Enabled        bool     `json:"enabled"`
 	DisabledReason string   `json:"disabled_reason,omitempty"`

@@ -48,7 +48,10 @@ const retryRPSMax = endpoints.RetryRPSMax
 
 var endpointsUsage = synopsis("worker endpoints", endpointsCommands) + `
 An endpoint receives the events of the types it subscribes to (--events;
-omitted or "*": every type; an empty list is refused), signed with its own secret. Without
+omitted or "*": every type; an empty list is refused), signed with its own secret.
+A type ending in "*" is a pattern: "invoice.*" takes every type that starts
+with "invoice.". Types starting with "fluxora." are the worker's own: only
+an endpoint that names them (as "fluxora.*" does) receives them. Without
 --secret, add generates one (whsec_ + base64 of 32 random bytes) and prints
 it once: store it then, no command shows it again. --secret-file reads it
 from a file instead (its first line; /dev/stdin for a pipe), so that it
@@ -139,7 +142,8 @@ func endpointsFail(stderr io.Writer, cmd, name string, err error) int {
 }
 
 // parseEvents reads a given --events: "a,b" (spaces around types ignored),
-// or "*" for every type. A value that lists no type ("", or only commas
+// or "*" for every type. A type ending in "*" is a pattern ("invoice.*");
+// a "*" anywhere else is refused. A value that lists no type ("", or only commas
 // and blanks) is refused: it reads as "no events" but stored as an empty
 // list it would subscribe to every type. Omitting --events, or "*", is how
 // every type is asked for.
@@ -158,6 +162,9 @@ func parseEvents(v string) ([]string, error) {
 			return nil, fmt.Errorf("--events: an empty event type in %q", v)
 		case "*":
 			return nil, errors.New(`--events: "*" (every type) cannot be combined with other types`)
+		}
+		if strings.Contains(strings.TrimSuffix(t, "*"), "*") {
+			return nil, fmt.Errorf(`--events: %q: "*" may only end a type, as a pattern ("invoice.*")`, t)
 		}
 		out = append(out, t)
 	}
@@ -191,7 +198,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	fs := endpointsFlags("add", stderr)
 	name := fs.String("name", "", "endpoint name (required)")
 	u := fs.String("url", "", "endpoint URL (required)")
-	events := fs.String("events", "", `subscribed event types, comma-separated ("*" or omitted: every type)`)
+	events := fs.String("events", "", `subscribed event types, comma-separated, "invoice.*" a pattern ("*" or omitted: every type)`)
 	sf := secretFlags(fs, "signing secret")
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
@@ -323,7 +330,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 func endpointsUpdate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := endpointsFlags("update", stderr)
 	u := fs.String("url", "", "new URL")
-	events := fs.String("events", "", `subscribed event types, comma-separated ("*": every type)`)
+	events := fs.String("events", "", `subscribed event types, comma-separated, "invoice.*" a pattern ("*": every type)`)
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", "", orderingUsage)

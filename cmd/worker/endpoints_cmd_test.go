@@ -150,6 +150,9 @@ func TestEndpointsRefusals(t *testing.T) {
 		{[]string{"add", "--name", "x"}, exitUsage, "--url is required"},
 		{[]string{"add", "--name", "x", "--url", ok, "--events", "a,,b"}, exitUsage, "--events: an empty event type"},
 		{[]string{"add", "--name", "x", "--url", ok, "--events", "a,*"}, exitUsage, `--events: "*"`},
+		{[]string{"add", "--name", "x", "--url", ok, "--events", "inv*oice.paid"}, exitUsage,
+			`--events: "inv*oice.paid": "*" may only end a type`},
+		{[]string{"update", "taken", "--events", "a, *b*"}, exitUsage, `--events: "*b*": "*" may only end a type`},
 		// An empty list would subscribe to every type: refused, on add and
 		// update alike ("*" or no --events asks for every type).
 		{[]string{"add", "--name", "x", "--url", ok, "--secret", cliSecret, "--events", ""}, exitUsage, `--events: "" lists no event type`},

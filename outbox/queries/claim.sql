@@ -139,9 +139,10 @@ WHERE NOT EXISTS (SELECT 1 FROM leased);
 -- name: claim_events
 -- Takes the oldest due events (at least one, as many as the budget left
 -- can deliver), a keyed event only when no older event of its key waits.
--- An event no endpoint of the table takes is done here: the WEBHOOK_URL
--- endpoint's delivery (:'env': leased while its room and the budget last)
--- or unrouted. The others are kept, locked, for claim_fan_out (state
+-- Who takes an event is webhook_subscribed's (024). An event no endpoint
+-- of the table takes is done here: the WEBHOOK_URL endpoint's delivery
+-- (:'env': leased while its room and the budget last) or unrouted, as a
+-- fluxora. event always is (the WEBHOOK_URL endpoint never takes one). The others are kept, locked, for claim_fan_out (state
 -- to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
 -- endpoint is skipped it locks events only when one of the oldest it may
 -- take fans out to an endpoint of the table: the others would only become
@@ -177,7 +178,7 @@ WITH told AS (
       WHERE w.fan_to IS NOT NULL OR EXISTS (
         SELECT 1
         FROM webhook_endpoints e
-        WHERE e.enabled AND (cardinality(e.event_types) = 0 OR w.event_type = ANY(e.event_types)))) AS open
+        WHERE e.enabled AND webhook_subscribed(e.event_types, w.event_type))) AS open
 ), locked AS (
   SELECT *
   FROM (SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed, o.fan_to, o.fan_done
@@ -201,7 +202,7 @@ WITH told AS (
   CROSS JOIN LATERAL (
     SELECT count(*) AS targets, count(*) FILTER (WHERE e.id <> ALL(:'skip'::uuid[])) AS takes
     FROM webhook_endpoints e
-    WHERE CASE WHEN l.fan_to IS NULL THEN e.enabled AND (cardinality(e.event_types) = 0 OR l.event_type = ANY(e.event_types))
+    WHERE CASE WHEN l.fan_to IS NULL THEN e.enabled AND webhook_subscribed(e.event_types, l.event_type)
       ELSE e.id = ANY(l.fan_to) AND e.id <> ALL(coalesce(l.fan_done, '{}')) END) s
   WINDOW w AS (ORDER BY l.created_at, l.id)
 ), kept AS (
@@ -209,24 +210,23 @@ WITH told AS (
   FROM sized s
   WHERE s.k = 1 OR s.upto <= :'limit'
 ), simple AS (
-  SELECT k.id, k.reclaimed,
-    :'env'::boolean AND row_number() OVER (ORDER BY k.created_at, k.id) <= least((SELECT env FROM budget), (SELECT total FROM budget)) AS lease
-  FROM kept k
-  WHERE k.simple
+  SELECT k.id, k.reclaimed, k.env,
+    k.env AND row_number() OVER (PARTITION BY k.env ORDER BY k.created_at, k.id) <= least((SELECT env FROM budget), (SELECT total FROM budget)) AS lease
+  FROM (SELECT k.*, :'env'::boolean AND NOT starts_with(k.event_type, 'fluxora.') AS env FROM kept k WHERE k.simple) k
 ), done AS (
   UPDATE webhook_outbox o
   SET locked_until = CASE WHEN x.lease THEN now() + :'lease_ms' * interval '1 millisecond' END,
     lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
     reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
-    fanout = :'env'::boolean::int,
-    processed = NOT :'env'::boolean,
-    processed_at = CASE WHEN NOT :'env'::boolean THEN now() END
+    fanout = x.env::int,
+    processed = NOT x.env,
+    processed_at = CASE WHEN NOT x.env THEN now() END
   FROM simple x
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM simple)) AND o.id = x.id
   RETURNING o.*, x.reclaimed
 ), queued AS (
   SELECT EXISTS (SELECT 1 FROM webhook_outbox o WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held)
-      OR :'env'::boolean AND (EXISTS (SELECT 1 FROM done) OR EXISTS (
+      OR :'env'::boolean AND (EXISTS (SELECT 1 FROM done WHERE NOT processed) OR EXISTS (
         SELECT 1 FROM webhook_outbox o WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held)) AS found
 ), told_next AS (
   SELECT (SELECT count(*) FROM locked) > (SELECT count(*) FROM kept)
@@ -238,7 +238,8 @@ WITH told AS (
           AND o.id <> ALL(ARRAY(SELECT id FROM locked))
         ORDER BY o.created_at, o.id
         LIMIT 1), false) AS more,
-    :'env'::boolean AND :'env_room'::int > 0 AND NOT EXISTS (SELECT 1 FROM kept WHERE NOT simple) AS plain,
+    :'env'::boolean AND :'env_room'::int > 0 AND NOT EXISTS (SELECT 1 FROM simple WHERE NOT env) AND NOT EXISTS (
+      SELECT 1 FROM kept WHERE NOT simple) AS plain,
     (SELECT found FROM queued) AS queued,
     set_config('fluxora.claim', ((SELECT t FROM budget) || jsonb_build_object(
       'queued', (SELECT found FROM queued),
@@ -272,7 +273,8 @@ WHERE NOT EXISTS (SELECT 1 FROM kept);
 -- an event whose fan-out in flight was cut short: each endpoint of fan_to
 -- not in fan_done), made leased when it fits (its endpoint's room and the
 -- budget left, oldest event first), else pending; with :'env' the event's
--- own row is the WEBHOOK_URL endpoint's delivery. Without :'env', an event
+-- own row is the WEBHOOK_URL endpoint's delivery, but for a fluxora. event
+-- (processed once fanned out). Without :'env', an event
 -- without an ordering key whose every delivery fits is not given rows: it
 -- is leased whole, a fan-out in flight (fan_to), and its deliveries come
 -- with its id in event, their rows written with their outcomes. queued
@@ -280,7 +282,8 @@ WHERE NOT EXISTS (SELECT 1 FROM kept);
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), ev AS (
-  SELECT o.id, o.event_type, o.created_at, o.ordering_key, o.fan_to, o.fan_done, o.lease_token IS NOT NULL AS reclaimed
+  SELECT o.id, o.event_type, o.created_at, o.ordering_key, o.fan_to, o.fan_done, o.lease_token IS NOT NULL AS reclaimed,
+    :'env'::boolean AND NOT starts_with(o.event_type, 'fluxora.') AS env
   FROM webhook_outbox o
   WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
     AND o.id = ANY(ARRAY(SELECT jsonb_array_elements_text(t -> 'events')::bigint FROM told))
@@ -288,12 +291,12 @@ WITH told AS (
   SELECT ev.id AS event_id, ev.created_at, e.id AS endpoint_id
   FROM ev
   JOIN webhook_endpoints e ON CASE WHEN ev.fan_to IS NULL
-    THEN e.enabled AND (cardinality(e.event_types) = 0 OR ev.event_type = ANY(e.event_types))
+    THEN e.enabled AND webhook_subscribed(e.event_types, ev.event_type)
     ELSE e.id = ANY(ev.fan_to) AND e.id <> ALL(coalesce(ev.fan_done, '{}')) END
   UNION ALL
   SELECT ev.id, ev.created_at, NULL::uuid
   FROM ev
-  WHERE :'env'::boolean
+  WHERE ev.env
 ), offers AS (
   SELECT x.event_id, x.endpoint_id, x.created_at,
     row_number() OVER (PARTITION BY x.endpoint_id ORDER BY x.created_at, x.event_id) <= CASE
@@ -330,7 +333,7 @@ WITH told AS (
   ORDER BY f.endpoint_id, o.ordering_key
   RETURNING *
 ), taken AS (
-  SELECT ev.id, ev.reclaimed, coalesce(env.lease, false) OR lz.id IS NOT NULL AS lease, lz.eps,
+  SELECT ev.id, ev.reclaimed, ev.env, coalesce(env.lease, false) OR lz.id IS NOT NULL AS lease, lz.eps,
     (SELECT count(*) FROM targets x WHERE x.event_id = ev.id AND x.endpoint_id IS NOT NULL)::int AS n
   FROM ev
   LEFT JOIN fits env ON env.event_id = ev.id AND env.endpoint_id IS NULL
@@ -340,10 +343,10 @@ WITH told AS (
   SET locked_until = CASE WHEN x.lease THEN now() + :'lease_ms' * interval '1 millisecond' END,
     lease_token = CASE WHEN x.lease THEN gen_random_uuid() END,
     reclaims = least(o.reclaims::bigint + x.reclaimed::int, 2147483647)::int,
-    fanout = CASE WHEN x.eps IS NULL THEN coalesce(cardinality(o.fan_to), x.n) + :'env'::boolean::int END,
+    fanout = CASE WHEN x.eps IS NULL THEN coalesce(cardinality(o.fan_to), x.n) + x.env::int END,
     fan_to = coalesce(x.eps, o.fan_to),
-    processed = NOT :'env'::boolean AND x.eps IS NULL,
-    processed_at = CASE WHEN NOT :'env'::boolean AND x.eps IS NULL THEN now() END
+    processed = NOT x.env AND x.eps IS NULL,
+    processed_at = CASE WHEN NOT x.env AND x.eps IS NULL THEN now() END
   FROM taken x
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM taken)) AND o.id = x.id
   RETURNING o.*, x.reclaimed, x.eps
@@ -386,7 +389,8 @@ LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
 -- to its WEBHOOK_URL endpoint alone (ARCHITECTURE.md, "The claim"): no
 -- endpoint of the table has a delivery this claim could take (one due,
 -- not leased, of an endpoint not in :'skip'), and no enabled endpoint of
--- the table is subscribed to an event it locks. Each event is then its
+-- the table is subscribed to an event it locks, and none it locks is a
+-- fluxora. event (the steps route those). Each event is then its
 -- own one delivery. Where that does not hold it takes nothing and returns
 -- no row: the three steps run instead. Open with nothing due, it returns
 -- one row of state 'status'.
@@ -425,9 +429,9 @@ WITH RECURSIVE queues(endpoint_id) AS (
   FOR UPDATE SKIP LOCKED
 ), locked AS (
   SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed,
-    o.fan_to IS NOT NULL OR EXISTS (SELECT 1
+    o.fan_to IS NOT NULL OR starts_with(o.event_type, 'fluxora.') OR EXISTS (SELECT 1
                                     FROM webhook_endpoints e
-                                    WHERE e.enabled AND (cardinality(e.event_types) = 0 OR o.event_type = ANY(e.event_types))) AS fans
+                                    WHERE e.enabled AND webhook_subscribed(e.event_types, o.event_type)) AS fans
   FROM webhook_outbox o
   WHERE (SELECT ok FROM plain) AND :'env_room'::int > 0
     AND NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
