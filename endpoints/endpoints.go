@@ -55,6 +55,10 @@ type Config struct {
 	// opens the client keys LoadClientCerts reads. Nil: the methods that
 	// would store one return ErrNoSealer, and no client certificate loads.
 	Sealer Sealer
+	// ConsoleURL is the console's base URL (WEBHOOK_CONSOLE_URL) the
+	// operator events written through this Store carry as console_url
+	// (docs/operator-events.md). "": none.
+	ConsoleURL string
 }
 
 // Store reads and changes webhook_endpoints, through the store's
@@ -78,6 +82,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.SetConsoleURL(cfg.ConsoleURL)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -11,9 +11,11 @@ import (
 const JanitorEveryDefault = 10 * time.Second
 
 // RunJanitor, every every (JanitorEveryDefault when 0), disables the
-// endpoints whose every attempt has failed for after (0: never) and erases
-// the previous secrets whose grace period has ended; the first pass runs at
-// once. The first pass of each minute (by Config.Now) also samples every
+// endpoints whose every attempt has failed for after (0: never), erases
+// the previous secrets whose grace period has ended and writes the operator
+// event fluxora.endpoint.certificate_expiring about the client certificates
+// that expire within 14 days (once a day each, when an endpoint subscribes
+// to it); the first pass runs at once. The first pass of each minute (by Config.Now) also samples every
 // endpoint's backlog for the console's charts: one statement a minute, of
 // which one worker's writes the minute's sample
 // (outbox.Store.SampleBacklog). It returns nil when ctx ends; a failed
@@ -42,6 +44,9 @@ func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) erro
 		}
 		if _, err := s.ForgetExpiredSecrets(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("endpoints: janitor pass failed", "error", err)
+		}
+		if _, err := s.db.NoteExpiringCertificates(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("endpoints: expiring certificates not noted", "error", err)
 		}
 		select {
 		case <-ctx.Done():

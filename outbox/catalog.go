@@ -155,8 +155,26 @@ func (s *Store) UpdateEndpoint(ctx context.Context, name string, c EndpointChang
 	}, c.ClientCert), name)
 }
 
-// EnableEndpoint enables the endpoint named name (enable_endpoint) and
-// returns it.
+// EnableEndpoint enables the endpoint named name and returns it, in one
+// transaction: lock_endpoint_by_name, enable_endpoint, and, when it was
+// disabled, endpoint_enabled (the operator event fluxora.endpoint.enabled).
 func (s *Store) EnableEndpoint(ctx context.Context, name string) (webhook.Endpoint, error) {
-	return s.oneEndpoint(ctx, enableEndpointSQL, pgx.NamedArgs{"name": name}, name)
+	var e webhook.Endpoint
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		locked, err := queryOne[lockedEndpoint](ctx, tx, lockEndpointByNameSQL, pgx.NamedArgs{"name": name})
+		if err != nil {
+			return err
+		}
+		if e, err = queryOne[webhook.Endpoint](ctx, tx, enableEndpointSQL, pgx.NamedArgs{"name": name}); err != nil || locked.Enabled {
+			return err
+		}
+		_, err = tx.Exec(ctx, endpointEnabledSQL, pgx.NamedArgs{"id": locked.ID, "console_url": s.consoleURL})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return webhook.Endpoint{}, fmt.Errorf("%w %q", ErrEndpointNotFound, name)
+	} else if err != nil {
+		return webhook.Endpoint{}, err
+	}
+	return shown(e), nil
 }

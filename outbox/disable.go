@@ -53,6 +53,9 @@ func (s *Store) disableEndpoint(ctx context.Context, lockSQL string, key pgx.Nam
 			return err
 		}
 		d.WasEnabled = e.Enabled
+		if err := s.setConsoleURL(ctx, tx); err != nil {
+			return err
+		}
 		return tx.QueryRow(ctx, disableEndpointSQL, pgx.NamedArgs{"id": e.ID, "reason": reason}).Scan(&d.Moved)
 	})
 	var pe *pgconn.PgError

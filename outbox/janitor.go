@@ -68,6 +68,9 @@ func (s *Store) DisableFailingEndpoint(ctx context.Context, id string, after tim
 			return err
 		}
 		d.Name, d.Since = locked.Name, locked.Since
+		if err := s.setConsoleURL(ctx, tx); err != nil {
+			return err
+		}
 		return tx.QueryRow(ctx, disableEndpointSQL, pgx.NamedArgs{"id": id, "reason": reason(d.Since)}).Scan(&d.Moved)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

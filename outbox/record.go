@@ -122,6 +122,7 @@ func text(s string) string {
 // expire, are claimed again.
 func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written []bool, err error) {
 	byName, fan := recordArgs(outcomes)
+	byName["console_url"] = s.consoleURL
 	stmt := recordStmt
 	if fan {
 		stmt = recordFanStmt

@@ -41,6 +41,9 @@ type Store struct {
 	// not): the next claim runs the events' steps alone, and all of them
 	// once they find one.
 	noQueues atomic.Bool
+	// consoleURL is the console's base URL the operator events carry
+	// (SetConsoleURL); "": none.
+	consoleURL string
 }
 
 // New returns a Store over pool, or an error when pool is nil.

@@ -96,6 +96,10 @@ type config struct {
 
 	LogFormat string // "json" or "text"
 	LogLevel  slog.Level
+
+	// ConsoleURL (WEBHOOK_CONSOLE_URL) is the console's base URL the
+	// operator events carry as console_url; "" when unset.
+	ConsoleURL string
 }
 
 // env reads and validates variables, collecting every problem.
@@ -268,6 +272,10 @@ type opsConfig struct {
 	WebhookURL string
 	// RedisTimeout bounds each Redis call (opsRedisTimeout).
 	RedisTimeout time.Duration
+	// ConsoleURL (WEBHOOK_CONSOLE_URL) is the console's base URL the
+	// operator events an operator command writes carry (`endpoints
+	// enable` and `disable`); "" when unset.
+	ConsoleURL string
 }
 
 // loadOpsConfig reads the operator commands' configuration. LOG_FORMAT,
@@ -276,7 +284,7 @@ type opsConfig struct {
 func loadOpsConfig(getenv func(string) string) (opsConfig, error) {
 	e := &env{getenv: getenv}
 	c := opsConfig{DatabaseURL: e.databaseURL(), RedisURL: e.redisURL(), WebhookURL: e.getenv("WEBHOOK_URL"),
-		RedisTimeout: opsRedisTimeout}
+		RedisTimeout: opsRedisTimeout, ConsoleURL: e.consoleURL("WEBHOOK_CONSOLE_URL")}
 	e.logging()
 	e.retention()
 	return c, errors.Join(e.errs...)
@@ -355,6 +363,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ListenURL = e.listenURL(c.DatabaseURL)
 	c.Trust = e.trust()
 	c.Tracing, c.TracingOn = e.tracingConfig()
+	c.ConsoleURL = e.consoleURL("WEBHOOK_CONSOLE_URL")
 	return c, errors.Join(e.errs...)
 }
 

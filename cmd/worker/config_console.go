@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -68,4 +69,28 @@ func consoleHosts(c consoleEnv) []string {
 		return hosts
 	}
 	return append(hosts, host)
+}
+
+// consoleURL reads WEBHOOK_CONSOLE_URL, the console's base URL as the
+// operators reach it (say https://console.example.com/webhooks), written
+// into the operator events as console_url: an absolute http or https URL
+// without user information, query or fragment (an event must carry no
+// credential and no query), its trailing slash dropped. Unset: "".
+func (e *env) consoleURL(name string) string {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "":
+		e.fail(name, "must be an absolute http:// or https:// URL such as https://console.example.com")
+	case u.User != nil:
+		e.fail(name, "must not hold user information (the events carrying it reach consumers)")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		e.fail(name, "must have no query or fragment")
+	default:
+		return strings.TrimSuffix(u.String(), "/")
+	}
+	return ""
 }

@@ -68,6 +68,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer pool.Close()
 	store, _ := outbox.New(pool) // pool is not nil
+	store.SetConsoleURL(cfg.ConsoleURL)
 	// Rotating a secret stores it sealed: without WEBHOOK_SECRETS_KEY_FILE
 	// the console refuses that action (endpoints.ErrNoSealer), nothing else.
 	var sealer endpoints.Sealer
@@ -77,7 +78,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stderr, "worker console: %v\n", err)
 		return exitUsage
 	}
-	eps, _ := endpoints.New(endpoints.Config{Pool: pool, Sealer: sealer}) // nor here
+	eps, _ := endpoints.New(endpoints.Config{Pool: pool, Sealer: sealer, ConsoleURL: cfg.ConsoleURL}) // nor here
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	// With REDIS_URL, the overview shows the endpoints' breakers.
 	var breakers console.Breakers

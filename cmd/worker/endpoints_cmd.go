@@ -110,11 +110,11 @@ func sealingStore(ctx context.Context, getenv func(string) string, stderr io.Wri
 }
 
 func newEndpointsStore(ctx context.Context, getenv func(string) string, stderr io.Writer, name string, sealer endpoints.Sealer) (*endpoints.Store, func(), int) {
-	pool, code := opsPool(ctx, getenv, stderr, "endpoints "+name)
+	cfg, pool, code := opsConnect(ctx, getenv, stderr, "endpoints "+name)
 	if pool == nil {
 		return nil, nil, code
 	}
-	s, err := endpoints.New(endpoints.Config{Pool: pool, Sealer: sealer})
+	s, err := endpoints.New(endpoints.Config{Pool: pool, Sealer: sealer, ConsoleURL: cfg.ConsoleURL})
 	if err != nil {
 		pool.Close()
 		fmt.Fprintf(stderr, "worker endpoints %s: %v\n", name, err)

@@ -155,7 +155,8 @@ func (w *worker) openCredentials(ctx context.Context) error {
 	if err := checkCredentials(ctx, store, w.cfg.Trust.Keys, w.log); err != nil {
 		return err
 	}
-	w.eps, err = endpoints.New(endpoints.Config{Pool: w.pool, Registerer: w.reg, Logger: w.log, Sealer: keyringSealer{w.cfg.Trust.Keys}})
+	w.eps, err = endpoints.New(endpoints.Config{Pool: w.pool, Registerer: w.reg, Logger: w.log, Sealer: keyringSealer{w.cfg.Trust.Keys},
+		ConsoleURL: w.cfg.ConsoleURL})
 	if err != nil {
 		return err
 	}
@@ -207,6 +208,7 @@ func (w *worker) newDispatcher(snd *sender.PerEndpoint, gt *gates.Gates) error {
 	if err != nil {
 		return err
 	}
+	store.SetConsoleURL(cfg.ConsoleURL)
 	var gate dispatcher.Gate
 	if cfg.RedisURL != "" {
 		gate = endpointGate{gt, cfg.WebhookURL}

@@ -62,6 +62,7 @@ WITH r AS (
   FROM ended m
   LEFT JOIN webhook_endpoints e ON m.ordering_key IS NOT NULL AND e.id = m.endpoint_id
   WHERE m.kind = 'dead'
+  RETURNING CASE WHEN NOT starts_with(event_type, 'fluxora.') THEN webhook_exhausted_event(id, :'console_url') END
 ), health AS (
   SELECT endpoint_id,
     bool_or(health = 'healthy') AS ok,
@@ -80,6 +81,7 @@ WITH r AS (
   WHERE e.id = h.endpoint_id
     AND CASE WHEN h.ok THEN e.failing_since IS NOT NULL
       ELSE e.failing_since IS NULL OR e.last_error_at IS NULL OR e.last_error_at < now() - interval '1 second' END
+  RETURNING CASE WHEN h.ok OR e.failing_since = now() THEN webhook_health_event(e, h.ok, :'console_url') END
 )
 SELECT id
 FROM marked
