@@ -87,7 +87,7 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		"attempts": arr("1", "int"), "delays_ms": arr("0", "bigint"), "statuses": arr("200", "int"), "errors": arr(`""`, "text"),
 		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
 		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean"),
-		"own": "'{" + strings.Join(ids, ",") + "}'::bigint[]"})
+		"own": "'{" + strings.Join(ids, ",") + "}'::bigint[]", "console_url": "''"})
 	// The same batch as outcomes of fan-outs in flight (migration 018):
 	// ten events' deliveries, without rows of their own.
 	events := make([]string, 100)
@@ -100,7 +100,7 @@ func TestClaimAndRecordUseIndexes(t *testing.T) {
 		"healths": arr("healthy", "text"), "started": arr("NULL", "timestamptz"), "took_ms": arr("1", "float8"),
 		"try_classes": arr(`""`, "text"), "try_errors": arr(`""`, "text"), "marks": arr("true", "boolean"),
 		"event_of": "'{" + strings.Join(events, ",") + "}'::bigint[]", "endpoint_of": arr(zero, "text"),
-		"events": "'{1,2,3,4,5,6,7,8,9,10}'::bigint[]", "own": "'{}'::bigint[]"})
+		"events": "'{1,2,3,4,5,6,7,8,9,10}'::bigint[]", "own": "'{}'::bigint[]", "console_url": "''"})
 	for _, q := range []string{"PREPARE record_chk AS " + recordSQL, "PREPARE lazy_chk AS " + lazySQL} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%v\n%s", err, q)

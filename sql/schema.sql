@@ -170,10 +170,15 @@ DECLARE
     v_name text;
     v_reason text;
     v_hold boolean;
+    v_was_enabled boolean;
+    v_failing_since timestamptz;
+    v_last_error text;
+    v_last_status int;
     v_moved bigint;
 BEGIN
-    SELECT name, CASE WHEN enabled THEN p_reason ELSE coalesce(disabled_reason, p_reason) END, ordering = 'hold'
-      INTO v_name, v_reason, v_hold
+    SELECT name, CASE WHEN enabled THEN p_reason ELSE coalesce(disabled_reason, p_reason) END, ordering = 'hold', enabled,
+           failing_since, last_error, last_status
+      INTO v_name, v_reason, v_hold, v_was_enabled, v_failing_since, v_last_error, v_last_status
       FROM webhook_endpoints WHERE id = p_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'webhook_endpoint_disable: no endpoint with id %', p_id USING ERRCODE = '22023';
@@ -194,6 +199,12 @@ BEGIN
            ordering_key, ordering_seq, ordering_key IS NOT NULL AND NOT v_hold
       FROM moved;
     GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_was_enabled THEN
+        PERFORM webhook_operator_event('fluxora.endpoint.disabled', p_id, jsonb_build_object(
+            'reason', v_reason, 'moved', v_moved, 'failing_since', webhook_operator_time(v_failing_since),
+            'last_error', v_last_error, 'last_status', v_last_status,
+            'console_url', nullif(current_setting('fluxora.console_url', true), '')));
+    END IF;
     RETURN v_moved;
 END;
 $$;
@@ -347,6 +358,8 @@ CREATE TABLE public.webhook_endpoints (
     ordering text DEFAULT 'move-on'::text NOT NULL,
     secret_unreadable text,
     secret_unreadable_at timestamp with time zone,
+    failing_noted_at timestamp with time zone,
+    certificate_noted_at timestamp with time zone,
     CONSTRAINT webhook_endpoints_client_cert_valid CHECK ((((client_cert IS NULL) = (client_key IS NULL)) AND ((client_cert IS NULL) = (client_cert_not_after IS NULL)) AND (client_key ~~ 'fxsealed:%'::text))),
     CONSTRAINT webhook_endpoints_created_at_range CHECK (((created_at IS NULL) OR ((created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.created_at'::text, created_at))),
     CONSTRAINT webhook_endpoints_disabled_at_range CHECK (((disabled_at IS NULL) OR ((disabled_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (disabled_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.disabled_at'::text, disabled_at))),
@@ -457,6 +470,29 @@ BEGIN
         VALUES (p_event_type, p_payload, v_endpoint, p_headers, webhook_enqueue.ordering_key)
         RETURNING delivery_id INTO v_id;
     RETURN v_id;
+END;
+$$;
+
+
+--
+-- Name: webhook_exhausted_event(bigint, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_exhausted_event(p_id bigint, p_console_url text) RETURNS uuid
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    d record;
+BEGIN
+    SELECT delivery_id, event_type, endpoint_id, attempts, last_status, last_error
+      INTO d
+      FROM webhook_dead_letter WHERE id = p_id;
+    IF NOT FOUND OR starts_with(d.event_type, 'fluxora.') THEN
+        RETURN NULL;
+    END IF;
+    RETURN webhook_operator_event('fluxora.delivery.exhausted', d.endpoint_id, jsonb_build_object(
+        'delivery_id', d.delivery_id, 'event_type', d.event_type, 'attempts', d.attempts,
+        'last_status', d.last_status, 'last_error', d.last_error, 'console_url', nullif(p_console_url, '')));
 END;
 $$;
 
@@ -604,6 +640,35 @@ BEGIN
     RETURN NULL;
 END;
 $_$;
+
+
+--
+-- Name: webhook_health_event(public.webhook_endpoints, boolean, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_health_event(p_e public.webhook_endpoints, p_ok boolean, p_console_url text) RETURNS uuid
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    IF p_ok THEN
+        RETURN webhook_operator_event('fluxora.endpoint.recovered', p_e.id, jsonb_build_object(
+            'last_error', p_e.last_error, 'last_status', p_e.last_status,
+            'last_error_at', webhook_operator_time(p_e.last_error_at), 'console_url', nullif(p_console_url, '')));
+    END IF;
+    IF p_e.failing_noted_at > now() - interval '1 hour' THEN
+        RETURN NULL;
+    END IF;
+    v_id := webhook_operator_event('fluxora.endpoint.failing', p_e.id, jsonb_build_object(
+        'failing_since', webhook_operator_time(p_e.failing_since), 'last_error', p_e.last_error,
+        'last_status', p_e.last_status, 'console_url', nullif(p_console_url, '')));
+    IF v_id IS NOT NULL THEN
+        UPDATE webhook_endpoints SET failing_noted_at = now() WHERE id = p_e.id;
+    END IF;
+    RETURN v_id;
+END;
+$$;
 
 
 --
@@ -802,6 +867,64 @@ BEGIN
         name := coalesce(host(addr), mapped.host);
     END IF;
 END;
+$$;
+
+
+--
+-- Name: webhook_operator_event(text, uuid, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_operator_event(p_type text, p_subject uuid, p_payload jsonb) RETURNS uuid
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    IF NOT webhook_operator_wanted(p_type, p_subject) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO webhook_outbox (event_type, payload)
+    VALUES (p_type, jsonb_strip_nulls(jsonb_build_object(
+                'endpoint', (SELECT name FROM webhook_endpoints WHERE id = p_subject),
+                'occurred_at', webhook_operator_time(now())) || coalesce(p_payload, '{}')))
+    RETURNING delivery_id INTO v_id;
+    RETURN v_id;
+END;
+$$;
+
+
+--
+-- Name: webhook_operator_subscriber(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_operator_subscriber(p_types text[]) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT strpos(E'\n' || array_to_string(p_types, E'\n'), E'\nfluxora.') > 0
+$$;
+
+
+--
+-- Name: webhook_operator_time(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_operator_time(p_at timestamp with time zone) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
+
+--
+-- Name: webhook_operator_wanted(text, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_operator_wanted(p_type text, p_subject uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT NOT EXISTS (SELECT 1 FROM webhook_endpoints s WHERE s.id = p_subject AND webhook_operator_subscriber(s.event_types))
+       AND EXISTS (SELECT 1 FROM webhook_endpoints e
+                    WHERE e.enabled AND cardinality(e.event_types) > 0 AND webhook_subscribed(e.event_types, p_type))
 $$;
 
 
