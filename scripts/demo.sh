@@ -17,6 +17,8 @@
 # Then ordered delivery: an order's three events with one
 # ordering key arrive in order although the consumer fails the first once,
 # each with its sequence number, while an event without a key goes at once.
+# Then operator events: an endpoint subscribed to fluxora.endpoint.* is told,
+# by a signed delivery, when 'down' is disabled.
 # Last, the console: it prints the console's address and token
 # file, and reads the endpoints through its API (DEMO_KEEP_CONSOLE=1 keeps
 # it up to browse).
@@ -33,6 +35,7 @@ DOWN_ADDR=${DEMO_DOWN_ADDR:-127.0.0.1:8091}
 METRICS_ADDR=${DEMO_METRICS_ADDR:-127.0.0.1:9464}
 CONSOLE_ADDR=${DEMO_CONSOLE_ADDR:-127.0.0.1:8092}
 LEDGER_ADDR=${DEMO_LEDGER_ADDR:-127.0.0.1:8093}
+OPS_ADDR=${DEMO_OPS_ADDR:-127.0.0.1:8094}
 RUN=$(mktemp -d)
 
 echo "== building bin/worker and bin/sample-consumer"
@@ -163,7 +166,15 @@ done
 echo "   billing received it in $(( ($(date +%s%N) - start) / 1000000 )) ms, with 20,000 rows of down's ahead of it"
 echo "== where the rows live: pending ones in webhook_outbox_pending, the history in a partition of the day (retention drops it whole)"
 psql "$DATABASE_URL" -c "SELECT tableoid::regclass AS partition, count(*) AS rows FROM webhook_outbox GROUP BY 1 ORDER BY 1"
-echo "== worker endpoints remove down --force: its pending deliveries go to the dead letter"
+echo "== operator events: endpoint 'ops' subscribes to fluxora.endpoint.*; disabling 'down' tells it, in the same transaction, signed like any delivery"
+bin/worker endpoints add --name ops --url "http://$OPS_ADDR/hooks" --events 'fluxora.endpoint.*' >"$RUN/ops.add"
+WEBHOOK_SECRET=$(secret_of "$RUN/ops.add") bin/sample-consumer -addr "$OPS_ADDR" >"$RUN/ops.log" 2>&1 & pids+=($!)
+bin/worker endpoints disable down --reason "taken out for the demo"
+for _ in $(seq 1 100); do [ "$(verified "$RUN/ops.log")" -ge 1 ] && break; sleep 0.1; done
+grep -q '^verified [0-9a-f-]* fluxora.endpoint.disabled ' "$RUN/ops.log" ||
+  { echo "demo FAILED: ops did not receive a verified fluxora.endpoint.disabled"; cat "$RUN/ops.log"; exit 1; }
+grep -m1 '^verified' "$RUN/ops.log" | sed -E 's/^verified [0-9a-f-]+ /   verified /; s/ signatures=[0-9]+ traceparent=-//'
+echo "== worker endpoints remove down --force"
 bin/worker endpoints remove down --force
 
 echo "== ordered delivery: order-42's created, paid, shipped to endpoint 'ledger', whose consumer fails 'created' once; an event without a key beside them"
@@ -208,4 +219,4 @@ if [ -n "${DEMO_KEEP_CONSOLE:-}" ]; then
   echo "== DEMO_KEEP_CONSOLE is set: the console stays up at http://$CONSOLE_ADDR/ (token file $RUN/console.token) until Ctrl-C"
   wait "${pids[-1]}" || true
 fi
-echo "== demo OK: billing received 4, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret; billing served beside a backlog of 20,000; order-42 in order"
+echo "== demo OK: billing received 4, audit 4 (+1 after its secret's rotation, +1 at its URL spelled as one number), every signature verified with the endpoint's own secret; billing served beside a backlog of 20,000; ops told of down's disabling; order-42 in order"
