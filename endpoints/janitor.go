@@ -11,15 +11,16 @@ import (
 const JanitorEveryDefault = 10 * time.Second
 
 // RunJanitor, every every (JanitorEveryDefault when 0), disables the
-// endpoints whose every attempt has failed for after (0: never), erases
-// the previous secrets whose grace period has ended and writes the operator
-// event fluxora.endpoint.certificate_expiring about the client certificates
-// that expire within 14 days (once a day each, when an endpoint subscribes
-// to it); the first pass runs at once. The first pass of each minute (by Config.Now) also samples every
-// endpoint's backlog for the console's charts: one statement a minute, of
-// which one worker's writes the minute's sample
-// (outbox.Store.SampleBacklog). It returns nil when ctx ends; a failed
-// pass is logged and the next one runs.
+// endpoints whose every attempt has failed for after (0: never) and erases
+// the previous secrets whose grace period has ended; the first pass runs
+// at once. The first pass of each minute (by Config.Now) also does the
+// janitor's slower work, one statement each: it samples every endpoint's
+// backlog for the console's charts (of which one worker's writes the
+// minute's sample: outbox.Store.SampleBacklog), and writes the operator
+// event fluxora.endpoint.certificate_expiring about the client
+// certificates that expire within 14 days (once a day each, when an
+// endpoint subscribes to it). It returns nil when ctx ends; a failed pass
+// is logged and the next one runs.
 func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) error {
 	if after < 0 || every < 0 {
 		return errors.New("endpoints: janitor: every and after must not be negative")
@@ -29,12 +30,15 @@ func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) erro
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var sampled time.Time // the minute of the last backlog sample
+	var minute time.Time // the minute of the last pass that did the slower work
 	for {
-		if m := s.now().Truncate(time.Minute); !m.Equal(sampled) {
-			sampled = m
+		if m := s.now().Truncate(time.Minute); !m.Equal(minute) {
+			minute = m
 			if _, err := s.db.SampleBacklog(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("endpoints: backlog not sampled", "error", err)
+			}
+			if _, err := s.db.NoteExpiringCertificates(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("endpoints: expiring certificates not noted", "error", err)
 			}
 		}
 		if after > 0 {
@@ -44,9 +48,6 @@ func (s *Store) RunJanitor(ctx context.Context, every, after time.Duration) erro
 		}
 		if _, err := s.ForgetExpiredSecrets(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("endpoints: janitor pass failed", "error", err)
-		}
-		if _, err := s.db.NoteExpiringCertificates(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("endpoints: expiring certificates not noted", "error", err)
 		}
 		select {
 		case <-ctx.Done():
