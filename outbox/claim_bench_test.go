@@ -20,22 +20,28 @@ func BenchmarkClaimRecord(b *testing.B) {
 	const batch = 10
 	db := testdb.New(b)
 	c := newClaimant(b, db, batch, 30*time.Second, true)
-	ctx := context.Background()
-	outcomes := make([]webhook.Outcome, batch)
 	b.ReportAllocs()
+	claimRecordLoop(b, db, c, webhook.Query{Limit: batch})
+}
+
+// claimRecordLoop is the loop of the claim benchmarks: each op inserts
+// q.Limit events (not timed), claims them all with q and records them
+// delivered.
+func claimRecordLoop(b *testing.B, db *testdb.DB, c claimant, q webhook.Query) {
+	ctx := context.Background()
+	outcomes := make([]webhook.Outcome, q.Limit)
 	for b.Loop() {
 		b.StopTimer()
 		if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload)
-			SELECT 'bench', '{"seq":1,"t":1}' FROM generate_series(1, $1)`, batch); err != nil {
+			SELECT 'bench', '{"seq":1,"t":1}' FROM generate_series(1, $1)`, q.Limit); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		got, err := c.Claim(ctx, c.query(webhook.Query{Limit: batch}))
-		rows := got.Rows
-		if err != nil || len(rows) != batch {
-			b.Fatalf("claim: %v (%d rows)", err, len(rows))
+		got, err := c.Claim(ctx, c.query(q))
+		if err != nil || len(got.Rows) != q.Limit {
+			b.Fatalf("claim: %v (%d rows)", err, len(got.Rows))
 		}
-		for i, r := range rows {
+		for i, r := range got.Rows {
 			outcomes[i] = webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done}
 		}
 		if _, err := c.Record(ctx, outcomes); err != nil {
@@ -114,26 +120,7 @@ func BenchmarkClaimRecordBeside(b *testing.B) {
 				b.Fatal(err)
 			}
 			c := claimant{Store: s, batch: batch, lease: 30 * time.Second, env: true}
-			ctx := context.Background()
-			outcomes := make([]webhook.Outcome, batch)
-			for b.Loop() {
-				b.StopTimer()
-				if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload)
-					SELECT 'bench', '{"seq":1,"t":1}' FROM generate_series(1, $1)`, batch); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				got, err := c.Claim(ctx, c.query(webhook.Query{Limit: batch, Skip: skip}))
-				if err != nil || len(got.Rows) != batch {
-					b.Fatalf("claim: %v (%d rows)", err, len(got.Rows))
-				}
-				for i, r := range got.Rows {
-					outcomes[i] = webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done}
-				}
-				if _, err := c.Record(ctx, outcomes); err != nil {
-					b.Fatal(err)
-				}
-			}
+			claimRecordLoop(b, db, c, webhook.Query{Limit: batch, Skip: skip})
 		})
 	}
 }
