@@ -36,19 +36,19 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 				return rows, err
 			}
 		}
-		steps, left := claimSteps, false
+		// leftOutDue says whether the steps left out have work after all.
+		steps, leftOutDue := claimSteps, func([]claimRow) bool { return false }
 		switch {
 		case s.noEvents.Load():
 			// The claim before found no event due: the queues' step alone.
-			steps = claimSteps[:1]
-			left = true
+			steps, leftOutDue = claimSteps[:1], eventsDue
 		case s.noQueues.Load():
-			// Nor a delivery in a queue: the events' steps alone.
-			steps = claimSteps[1:]
-			left = true
+			// The claim before found no delivery in a queue: the events'
+			// steps alone.
+			steps, leftOutDue = claimSteps[1:], queued
 		}
 		rows, err := s.claimRows(ctx, q, steps...)
-		if err == nil && left && (len(steps) == 1 && eventsDue(rows) || len(steps) == 2 && queued(rows)) {
+		if err == nil && leftOutDue(rows) {
 			if !tookAny(rows) {
 				// What they left out has work and nothing else did: every
 				// step, now.
