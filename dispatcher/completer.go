@@ -130,6 +130,9 @@ func (c *completer) flush(ctx context.Context, batch []done) {
 		if d.row.Event != 0 { // its row is written by the outcome, fenced by its event's lease
 			outcomes[i].EndpointID, outcomes[i].Event = d.row.EndpointID, d.row.Event
 		}
+		if d.outcome.Pause > 0 { // the endpoint paused, for every worker
+			outcomes[i].EndpointID = d.row.EndpointID
+		}
 	}
 	for try := 0; ; try++ {
 		start := time.Now()

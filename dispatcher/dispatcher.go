@@ -71,6 +71,9 @@ type Config struct {
 	// by another worker, or replayed) stay pending for a worker that has
 	// one.
 	EnvEndpoint bool
+	// EnvFlow is the WEBHOOK_URL endpoint's flow control (each claim's
+	// Query.EnvFlow), held across every worker by the claim.
+	EnvFlow webhook.Flow
 	// Wake receives a value when rows may be due (the listener). Required.
 	Wake <-chan struct{}
 	// Registerer receives the dispatcher's metrics. Required.
@@ -320,6 +323,9 @@ func (d *Dispatcher) slot(ctx, work context.Context, r webhook.Delivery, s slotD
 		s.signal = signalOf(o)
 		if o.Kind == webhook.Defer {
 			s.parkFor = o.Delay
+		}
+		if o.Pause > 0 {
+			s.parkFor = o.Pause
 		}
 	}
 	d.done.add(done{row: r, outcome: o, label: d.label(r), capped: overCap})
