@@ -227,4 +227,3 @@ func BenchmarkSignStandard(b *testing.B) {
 		}
 	})
 }
-
