@@ -173,7 +173,7 @@ func (v *Verifier) timestamp(text string) (int64, time.Time, error) {
 // key is a Secret or Previous as it verifies: an HMAC secret, or an
 // ed25519 public key (whpk_…).
 type key struct {
-	secret []byte            // nil for a public key
+	secret []byte            // the HMAC secret when public is nil
 	public ed25519.PublicKey // nil for a secret
 }
 
@@ -308,7 +308,7 @@ func (v *Verifier) Check(timestamp, signature string, body []byte) (time.Time, e
 	err = v.secrets(func(k key) bool {
 		// A public key checks no x-fluxora-signature: Verify then tries
 		// webhook-signature.
-		return k.secret != nil && hmac.Equal([]byte(Sign(k.secret, sec, body)), []byte(signature))
+		return k.public == nil && hmac.Equal([]byte(Sign(k.secret, sec, body)), []byte(signature))
 	})
 	if err != nil {
 		return time.Time{}, err

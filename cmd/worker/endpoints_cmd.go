@@ -75,13 +75,15 @@ kind (no grace: rotate-secret --signature keeps the old one signing).
 
 Secrets and client certificate keys are stored encrypted under the first
 key of WEBHOOK_SECRETS_KEY_FILE: add, rotate-secret and a secret's or a
-client certificate's update need it (exit 2 without it). --client-cert-file (PEM
-chain, leaf first) and --client-key-file (its PEM key) give the endpoint a
-client certificate for mutual TLS; --no-client-cert removes it. Workers
-use a new certificate for their new connections within 10 seconds.
+client certificate's update need it (exit 2 without it).
+--client-cert-file (PEM chain, leaf first) and --client-key-file (its PEM
+key) give the endpoint a client certificate for mutual TLS;
+--no-client-cert removes it. Workers use a new certificate for their new
+connections within 10 seconds.
 
 rotate-secret makes a new secret (generated without --secret, of the
-current one's kind unless --signature says otherwise) sign from now on, and keeps the one it replaces signing beside it
+current one's kind unless --signature says otherwise) sign from now on,
+and keeps the one it replaces signing beside it
 in webhook-signature for --grace (default 24h, at most 30 days; 0: none),
 counted by the database clock, so that restarting workers neither extends
 nor shortens it. x-fluxora-signature uses the new secret alone. Rotating
