@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fluxora/webhook-worker/outbox"
-	"github.com/fluxora/webhook-worker/signingkey"
 	"github.com/fluxora/webhook-worker/webhook"
 )
 
@@ -102,12 +101,6 @@ func New(cfg Config) (*Store, error) {
 // Endpoint is one row of webhook_endpoints, without its secret
 // (webhook.Endpoint).
 type Endpoint = webhook.Endpoint
-
-// GenerateSecret returns a new signing secret: "whsec_" and the standard
-// base64 of 32 random bytes.
-func GenerateSecret() (string, error) {
-	return signingkey.Generate(signingkey.HMAC)
-}
 
 // Add creates an endpoint (Create, without a client certificate).
 func (s *Store) Add(ctx context.Context, name, url string, events []string, secret string, retryRPS int) (Endpoint, error) {

@@ -106,9 +106,10 @@ func TestGenerate(t *testing.T) {
 		t.Fatal("the public key does not verify the private key's signature")
 	}
 	h, err := signingkey.Generate(signingkey.HMAC)
+	h2, _ := signingkey.Generate(signingkey.HMAC)
 	raw, derr := base64.StdEncoding.DecodeString(strings.TrimPrefix(h, "whsec_"))
-	if err != nil || !strings.HasPrefix(h, "whsec_") || derr != nil || len(raw) != 32 {
-		t.Fatalf("Generate(hmac): %d characters, %v, %v", len(h), err, derr)
+	if err != nil || !strings.HasPrefix(h, "whsec_") || derr != nil || len(raw) != 32 || h == h2 {
+		t.Fatalf("Generate(hmac): %d characters, %v, %v, distinct %v", len(h), err, derr, h != h2)
 	}
 	if _, err := signingkey.Generate("rsa"); err == nil {
 		t.Fatal("Generate made a key of an unknown scheme")
