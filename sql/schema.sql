@@ -582,7 +582,7 @@ $$;
 CREATE FUNCTION public.webhook_flow_room(p_grants jsonb, p_endpoint uuid, p_room integer) RETURNS integer
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, p_room))
+    SELECT least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, 2147483647))
 $$;
 
 
@@ -1415,6 +1415,8 @@ CREATE TABLE public.webhook_flow (
     tokens double precision DEFAULT 0 NOT NULL,
     refilled_at timestamp with time zone DEFAULT now() NOT NULL,
     in_flight bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    granted_at timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
+    granted_n integer[] DEFAULT '{}'::integer[] NOT NULL,
     paused_until timestamp with time zone
 );
 

@@ -19,8 +19,7 @@ WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), heads AS (
   SELECT q.endpoint_id,
-    webhook_flow_room((SELECT t -> 'grant' FROM told), q.endpoint_id,
-      coalesce((:'room'::jsonb ->> q.endpoint_id::text)::int, :'default_room'::int)) AS room,
+    webhook_flow_room(d.t -> 'grant', q.endpoint_id, coalesce((:'room'::jsonb ->> q.endpoint_id::text)::int, :'default_room'::int)) AS room,
     (SELECT o.created_at
      FROM webhook_outbox o
      WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held
@@ -28,6 +27,7 @@ WITH told AS (
      ORDER BY o.created_at, o.id
      LIMIT 1) AS head
   FROM webhook_queues() q(endpoint_id)
+  CROSS JOIN told d
   WHERE q.endpoint_id <> ALL(:'skip'::uuid[])
 ), ready AS (
   SELECT h.endpoint_id, h.room
@@ -37,7 +37,7 @@ WITH told AS (
   LIMIT :'limit'
 ), env_ready AS (
   SELECT r.room
-  FROM (SELECT webhook_flow_room((SELECT t -> 'grant' FROM told), NULL, :'env_room'::int) AS room) r
+  FROM (SELECT webhook_flow_room(t -> 'grant', NULL, :'env_room'::int) AS room FROM told) r
   WHERE r.room > 0
     AND (SELECT true
          FROM webhook_outbox o
@@ -100,7 +100,7 @@ WITH told AS (
                 AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
               ORDER BY o.created_at, o.id
               LIMIT 1), false) AS events_due,
-    EXISTS (SELECT 1 FROM webhook_queues()) OR :'env'::boolean AND EXISTS (
+    EXISTS (SELECT 1 FROM webhook_queues() q) OR :'env'::boolean AND EXISTS (
       SELECT 1 FROM webhook_outbox o WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held) AS queued,
     set_config('fluxora.claim', ((SELECT t FROM told) || jsonb_build_object(
       'taken', (SELECT count(*) FROM chosen),

@@ -11,6 +11,12 @@
 --                         refills at rate_limit / rate_period_s a second,
 --                         up to greatest(rate_burst, 1); a claim takes a
 --                         delivery only for a whole token;
+--   granted_at, granted_n when claims took deliveries, and how many: those
+--                         of the last window (rate_period_s and 50 ms)
+--                         count against rate_limit + rate_burst, so that
+--                         the consumer sees no more than that in any
+--                         window of rate_period_s, though a claim's
+--                         requests leave some milliseconds after it;
 --   in_flight             the ids of the rows claims leased under the
 --                         limit; one still pending, leased and not expired
 --                         counts against max_in_flight (the others are
@@ -56,6 +62,8 @@ CREATE TABLE IF NOT EXISTS webhook_flow (
     tokens       double precision NOT NULL DEFAULT 0,
     refilled_at  timestamptz NOT NULL DEFAULT now(),
     in_flight    bigint[] NOT NULL DEFAULT '{}',
+    granted_at   timestamptz[] NOT NULL DEFAULT '{}',
+    granted_n    int[] NOT NULL DEFAULT '{}',
     paused_until timestamptz
 );
 CREATE INDEX IF NOT EXISTS webhook_flow_paused_idx ON webhook_flow (paused_until) WHERE paused_until IS NOT NULL;
@@ -97,10 +105,12 @@ $$;
 -- webhook_flow_room is an endpoint's room in a claim: p_room, the worker's
 -- own, at most what claim_flow granted it (p_grants, fluxora.claim's
 -- grant: by webhook_flow_key, or "*" for every endpoint without a key of
--- its own). An endpoint without a grant is not under flow control.
+-- its own). An endpoint without a grant is not under flow control. Each
+-- parameter but p_grants (a column, cheap) is used once, so that the
+-- planner inlines it whatever the arguments.
 CREATE OR REPLACE FUNCTION webhook_flow_room(p_grants jsonb, p_endpoint uuid, p_room int) RETURNS int
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, p_room))
+    SELECT least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, 2147483647))
 $$;
 
 -- webhook_flow_tokens is a bucket's tokens at p_at: p_tokens as of
