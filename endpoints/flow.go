@@ -79,3 +79,25 @@ func validateFlow(f webhook.Flow) error {
 func (s *Store) Flows(ctx context.Context) (map[string]outbox.EndpointFlow, error) {
 	return s.db.EndpointFlows(ctx)
 }
+
+// LoadFlows reads the consumers' pauses and sets
+// fluxora_webhook_endpoint_paused_until_seconds: a series for each endpoint
+// paused now (the WEBHOOK_URL endpoint's under DefaultName), none for the
+// others.
+func (s *Store) LoadFlows(ctx context.Context) error {
+	flows, err := s.db.EndpointFlows(ctx)
+	if err != nil {
+		return err
+	}
+	s.m.pausedUntil.Reset()
+	for name, f := range flows {
+		if f.PausedUntil.IsZero() {
+			continue
+		}
+		if name == "" {
+			name = DefaultName
+		}
+		s.m.pausedUntil.WithLabelValues(name).Set(float64(f.PausedUntil.UnixMilli()) / 1000)
+	}
+	return nil
+}
