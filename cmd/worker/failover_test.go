@@ -179,9 +179,9 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 		waitfor.True(t, 20*time.Second, "/readyz 200 after the promotion", func() bool { return ready(base) })
 	}
 	newPrimary := connect(t, standby.URL("postgres"))
-	if n := sessionCount(t, newPrimary, "fluxora-webhook-listener"); n != 2 {
-		t.Fatalf("%d listeners on the new primary, want both workers'", n)
-	}
+	waitfor.True(t, 10*time.Second, "both workers' listeners on the new primary", func() bool {
+		return sessionCount(t, newPrimary, "fluxora-webhook-listener") == 2
+	})
 	waitfor.True(t, 30*time.Second, "100 events acknowledged by the new primary", func() bool {
 		return prod.ackedAfter(promoted) >= 100
 	})
@@ -217,9 +217,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 			t.Fatalf("worker %d exited: %v", i, w.err)
 		default:
 		}
-		if !ready(bases[i]) {
-			t.Fatalf("worker %d not ready with the old primary back as a standby", i)
-		}
+		waitfor.True(t, 10*time.Second, "ready with the old primary back as a standby", func() bool { return ready(bases[i]) })
 	}
 	old := connect(t, primary.URL("postgres"))
 	if n := len(workerSessions(t, old, 2*time.Second)); n != 0 {

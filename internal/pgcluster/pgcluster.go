@@ -92,6 +92,9 @@ func (c *Cluster) ctl(args ...string) error {
 
 func (c *Cluster) run(name string, args ...string) ([]byte, error) {
 	path := filepath.Join(c.bin, name)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("pgcluster: no %s (install PostgreSQL's server and client programs): %w", path, err)
+	}
 	var cmd *exec.Cmd
 	if os.Geteuid() == 0 {
 		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", path}, args...)...)
