@@ -4,7 +4,7 @@
 // its own outside the pool (the listener's, the hush's). It decides the
 // path from what the server does with the direct path's startup
 // parameters. It drops every connection to a server that can no longer
-// take the worker's writes (Lost: a failover, a restart), and opens the
+// take the worker's writes (a failover, a restart), and opens the
 // worker's own only to one that can. No error it returns contains a
 // connection string.
 package dbconn
@@ -67,7 +67,7 @@ type Config struct {
 	Size int32
 	// Logger receives the warning of a DatabaseURL that refused or ignored
 	// the direct path's startup parameters, and each reset of the pool (a
-	// server lost to the worker's writes: see Lost). Defaults to
+	// server lost to the worker's writes: lost.go). Defaults to
 	// discarding.
 	Logger *slog.Logger
 	// OnLost is called after the pool dropped its connections because a
@@ -122,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, Path, error) {
 // OpenPath opens a pool to cfg.DatabaseURL on path and checks the server
 // answers. The operator commands (and migrate) take the pooled path,
 // which works directly and through PgBouncer in transaction mode alike.
-// Its pool drops its connections as Open's does (see Lost).
+// Its pool drops its connections as Open's does (lost.go).
 func OpenPath(ctx context.Context, cfg Config, path Path) (*pgxpool.Pool, error) {
 	return openPath(ctx, cfg, path, newWatch(cfg, nil))
 }

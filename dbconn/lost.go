@@ -18,36 +18,36 @@ import (
 // standby, a primary being demoted, or default_transaction_read_only on.
 var ErrReadOnly = errors.New("dbconn: the database takes no writes (read-only: a standby, or a primary being demoted?)")
 
-// Why a connection's server is lost to the worker's writes (Lost), the
+// Why a connection's server is lost to the worker's writes (lost), the
 // values of fluxora_webhook_database_resets_total's reason.
 const (
-	LostReadOnly   = "read_only"       // 25006 read_only_sql_transaction
-	LostShutdown   = "shutdown"        // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now
-	LostConnection = "connection_lost" // the connection broke under a statement
+	lostReadOnly   = "read_only"       // 25006 read_only_sql_transaction
+	lostShutdown   = "shutdown"        // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now
+	lostConnection = "connection_lost" // the connection broke under a statement
 )
 
-// Lost says why err shows that the server can no longer take the
+// lost says why err shows that the server can no longer take the
 // worker's writes, or "" when it does not: it turned read-only
-// (LostReadOnly) or is shutting down, crashing or starting up
-// (LostShutdown). A failover shows as one of these, or as connections
-// that break (LostConnection, which only the pool's watch can tell, from
+// (lostReadOnly) or is shutting down, crashing or starting up
+// (lostShutdown). A failover shows as one of these, or as connections
+// that break (lostConnection, which only the pool's watch can tell, from
 // the connection the error closed).
-func Lost(err error) string {
+func lost(err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return ""
 	}
 	switch pgErr.Code {
 	case "25006":
-		return LostReadOnly
+		return lostReadOnly
 	case "57P01", "57P02", "57P03":
-		return LostShutdown
+		return lostShutdown
 	}
 	return ""
 }
 
 // watch is the pool's pgx tracer: it sees the error of every statement
-// the pool runs, and when one says the server is lost (Lost, or a
+// the pool runs, and when one says the server is lost (lost, or a
 // connection broken under it), it drops every connection of the pool
 // (pgxpool's Reset: the idle ones at once, those in use when given back),
 // counts it, and calls onLost, so that the worker drops its own
@@ -99,9 +99,9 @@ func (w *watch) observe(ctx context.Context, conn *pgx.Conn, err error) {
 	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return
 	}
-	reason := Lost(err)
+	reason := lost(err)
 	if reason == "" && conn.IsClosed() {
-		reason = LostConnection
+		reason = lostConnection
 	}
 	if reason == "" {
 		return

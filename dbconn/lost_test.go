@@ -27,17 +27,17 @@ func TestLost(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"}, LostReadOnly},
-		{fmt.Errorf("claim: %w", &pgconn.PgError{Code: "25006"}), LostReadOnly},
-		{&pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}, LostShutdown},
-		{&pgconn.PgError{Severity: "FATAL", Code: "57P02"}, LostShutdown},
-		{&pgconn.PgError{Severity: "FATAL", Code: "57P03", Message: "the database system is starting up"}, LostShutdown},
+		{&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"}, lostReadOnly},
+		{fmt.Errorf("claim: %w", &pgconn.PgError{Code: "25006"}), lostReadOnly},
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}, lostShutdown},
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P02"}, lostShutdown},
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P03", Message: "the database system is starting up"}, lostShutdown},
 		{&pgconn.PgError{Code: "40P01", Message: "deadlock detected"}, ""},
 		{&pgconn.PgError{Code: "55P03", Message: "lock not available"}, ""},
 		{errors.New("read only"), ""},
 		{context.Canceled, ""},
 	} {
-		if got := Lost(tc.err); got != tc.want {
+		if got := lost(tc.err); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)
 		}
 	}
@@ -52,8 +52,8 @@ func TestPoolDropsEveryConnectionOnReadOnly(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
 	reg := prometheus.NewRegistry()
-	var lost atomic.Int32
-	pool, _, err := Open(ctx, Config{DatabaseURL: db.URL, Size: 3, Registerer: reg, OnLost: func() { lost.Add(1) }})
+	var onLost atomic.Int32
+	pool, _, err := Open(ctx, Config{DatabaseURL: db.URL, Size: 3, Registerer: reg, OnLost: func() { onLost.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestPoolDropsEveryConnectionOnReadOnly(t *testing.T) {
 	if _, err := pool.Exec(cut, "SELECT pg_sleep(5)"); err == nil {
 		t.Fatal("pg_sleep(5) outlived its 50 ms context")
 	}
-	if lost.Load() != 0 {
+	if onLost.Load() != 0 {
 		t.Fatal("a statement cut short by its own context dropped the pool")
 	}
 
@@ -78,10 +78,10 @@ func TestPoolDropsEveryConnectionOnReadOnly(t *testing.T) {
 	}
 	_, err = conn.Exec(ctx, "CREATE TEMP TABLE t (n int)")
 	conn.Release()
-	if Lost(err) != LostReadOnly {
+	if lost(err) != lostReadOnly {
 		t.Fatalf("a write on a read-only session: %v", err)
 	}
-	if n := lost.Load(); n != 1 {
+	if n := onLost.Load(); n != 1 {
 		t.Fatalf("OnLost called %d times, want 1", n)
 	}
 	want := `# HELP fluxora_webhook_database_resets_total Times the worker dropped every database connection because a statement found the server read-only, shutting down or gone (a failover, a restart), by reason.

@@ -16,7 +16,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "fluxora_webhook_database_resets_total",
 		Help: "Times the worker dropped every database connection because a statement found the server read-only, shutting down or gone (a failover, a restart), by reason.",
 	}, []string{"reason"})}
-	for _, r := range []string{LostReadOnly, LostShutdown, LostConnection} {
+	for _, r := range []string{lostReadOnly, lostShutdown, lostConnection} {
 		m.resets.WithLabelValues(r)
 	}
 	return m
