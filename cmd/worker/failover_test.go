@@ -107,7 +107,7 @@ func TestPrimaryTurnsReadOnly(t *testing.T) {
 		t.Fatal("no reset counted for the read-only server")
 	}
 	requests := len(c.deliveries())
-	figures(t, "read-only: /readyz 503 after %v, old sessions dropped after %v, 200 %v after writable; 33 events, %d requests (%d duplicates), %v resets, lost 0",
+	figures(t, "/readyz 503 after %v, old sessions dropped after %v, 200 %v after writable; 33 events, %d requests (%d duplicates), %v resets, lost 0",
 		unready.Round(time.Millisecond), dropped.Round(time.Millisecond), readyAgain.Round(time.Millisecond),
 		requests, requests-33, resets)
 }
@@ -223,7 +223,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	if n := len(workerSessions(t, old, 2*time.Second)); n != 0 {
 		t.Fatalf("%d worker sessions on the old primary, now a standby", n)
 	}
-	figures(t, "failover: resumed %v after the promotion, first event written to the new primary delivered %v after it; %d events (%d of unknown outcome), %d duplicates",
+	figures(t, "resumed %v after the promotion, first event written to the new primary delivered %v after it; %d events (%d of unknown outcome), %d duplicates",
 		resumed.Round(time.Millisecond), newDelivered.Round(time.Millisecond), len(acked), len(unknown), duplicates)
 }
 
