@@ -582,7 +582,8 @@ $$;
 CREATE FUNCTION public.webhook_flow_room(p_grants jsonb, p_endpoint uuid, p_room integer) RETURNS integer
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, 2147483647))
+    SELECT CASE WHEN p_grants IS NULL THEN p_room
+        ELSE least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, p_room)) END
 $$;
 
 

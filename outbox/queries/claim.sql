@@ -314,7 +314,7 @@ WITH told AS (
   WHERE NOT :'env'::boolean AND ev.ordering_key IS NULL AND ev.fan_to IS NULL
     AND webhook_time_clamp(ev.created_at) = ev.created_at
   GROUP BY f.event_id
-  HAVING bool_and(f.lease AND NOT (SELECT t FROM told) -> 'grant' ? webhook_flow_key(f.endpoint_id))
+  HAVING bool_and(f.lease AND NOT coalesce((SELECT t FROM told) -> 'grant' ? webhook_flow_key(f.endpoint_id), false))
 ), fanned AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, ordering_key, locked_until, lease_token)
   SELECT md5(o.delivery_id::text || '/' || f.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, f.endpoint_id,
@@ -362,11 +362,11 @@ WITH told AS (
   JOIN fits f ON f.event_id = u.id
   WHERE u.eps IS NOT NULL
 ), said AS (
-  SELECT set_config('fluxora.claim', (SELECT (t || jsonb_build_object('leased', coalesce(t -> 'leased', '[]') || (
-      SELECT coalesce(jsonb_agg(jsonb_build_array(webhook_flow_key(o.endpoint_id), o.id)), '[]')
+  SELECT set_config('fluxora.claim', (SELECT CASE WHEN NOT t ? 'grant' THEN t::text ELSE (t || jsonb_build_object('leased',
+      coalesce(t -> 'leased', '[]') || (SELECT coalesce(jsonb_agg(jsonb_build_array(webhook_flow_key(o.endpoint_id), o.id)), '[]')
       FROM out o
       WHERE o.lease_token IS NOT NULL AND o.event = 0 AND o.state <> 'event_in_flight'
-        AND t -> 'grant' ? webhook_flow_key(o.endpoint_id))))::text FROM told), true) AS said
+        AND t -> 'grant' ? webhook_flow_key(o.endpoint_id))))::text END FROM told), true) AS said
 )
 SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000') AS lease_token, o.delivery_id::text AS delivery_id,
   o.event_type,

@@ -105,12 +105,15 @@ $$;
 -- webhook_flow_room is an endpoint's room in a claim: p_room, the worker's
 -- own, at most what claim_flow granted it (p_grants, fluxora.claim's
 -- grant: by webhook_flow_key, or "*" for every endpoint without a key of
--- its own). An endpoint without a grant is not under flow control. Each
--- parameter but p_grants (a column, cheap) is used once, so that the
--- planner inlines it whatever the arguments.
+-- its own). An endpoint without a grant is not under flow control;
+-- without grants (NULL: nothing is) the room is p_room at once, the common
+-- case, which costs each offer of a fan-out nothing more. The arguments
+-- must stay cheap (a column, a cast: no subquery), or the planner, seeing
+-- a parameter used more than once, calls it rather than inlining it.
 CREATE OR REPLACE FUNCTION webhook_flow_room(p_grants jsonb, p_endpoint uuid, p_room int) RETURNS int
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, 2147483647))
+    SELECT CASE WHEN p_grants IS NULL THEN p_room
+        ELSE least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, p_room)) END
 $$;
 
 -- webhook_flow_tokens is a bucket's tokens at p_at: p_tokens as of
