@@ -124,6 +124,8 @@ type NewEndpoint struct {
 	// to its key: webhook.OrderingMoveOn ("" too, the default) or
 	// OrderingHold.
 	Ordering string
+	// Flow is its flow control across every worker; zero: none.
+	Flow webhook.Flow
 }
 
 // Create creates an endpoint, its secret and client key sealed for its id
@@ -132,7 +134,7 @@ type NewEndpoint struct {
 func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 	events, err := normalizeEvents(n.Events)
 	err = errors.Join(validateName(n.Name), err, validateSecret(n.Secret), validateRetryRPS(n.RetryRPS),
-		validateOrdering(n.Ordering, true))
+		validateOrdering(n.Ordering, true), validateFlow(n.Flow))
 	if err != nil {
 		return Endpoint{}, firstError(err)
 	}
@@ -149,7 +151,7 @@ func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 		return Endpoint{}, err
 	}
 	e, err := s.db.AddEndpoint(ctx, outbox.EndpointFields{ID: id, Name: n.Name, URL: n.URL, Secret: secret, EventTypes: events,
-		RetryRPS: n.RetryRPS, ClientCert: cert, Ordering: n.Ordering})
+		RetryRPS: n.RetryRPS, ClientCert: cert, Ordering: n.Ordering, Flow: n.Flow})
 	if err != nil {
 		return Endpoint{}, dbError("add endpoint", n.Name, err)
 	}
@@ -201,13 +203,20 @@ type Update struct {
 	ClientCert *ClientCert
 	// Ordering: webhook.OrderingMoveOn or OrderingHold.
 	Ordering *string
+	// Rate sets the rate, Rate requests every Per (a Rate of 0 clears
+	// it); Burst its burst; MaxInFlight the most requests in flight (0
+	// clears it). Only those fields of Rate are read.
+	Rate        *webhook.Flow
+	Burst       *int
+	MaxInFlight *int
 }
 
 // Update changes the endpoint named name and returns it. Bad values return
 // a *FieldError, an unknown name ErrNotFound, an empty Update a
 // *FieldError on "update".
 func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, error) {
-	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.ClientCert == nil && u.Ordering == nil {
+	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.ClientCert == nil && u.Ordering == nil &&
+		u.Rate == nil && u.Burst == nil && u.MaxInFlight == nil {
 		return Endpoint{}, invalid("update", "nothing to change")
 	}
 	// The URL rules are the database's (webhook_url_problem: the rules and
@@ -228,6 +237,17 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	if u.Ordering != nil {
 		errs = append(errs, validateOrdering(*u.Ordering, false))
 	}
+	var f webhook.Flow
+	if u.Rate != nil {
+		f.Rate, f.Per = u.Rate.Rate, u.Rate.Per
+	}
+	if u.Burst != nil {
+		f.Burst = *u.Burst
+	}
+	if u.MaxInFlight != nil {
+		f.MaxInFlight = *u.MaxInFlight
+	}
+	errs = append(errs, validateFlow(f))
 	if err := errors.Join(errs...); err != nil {
 		return Endpoint{}, firstError(err)
 	}
@@ -236,6 +256,11 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 		return Endpoint{}, err
 	}
 	change.URL, change.EventTypes, change.RetryRPS, change.Ordering = u.URL, events, u.RetryRPS, u.Ordering
+	change.Burst, change.MaxInFlight = u.Burst, u.MaxInFlight
+	if u.Rate != nil {
+		perS := int(u.Rate.Per / time.Second)
+		change.RateLimit, change.RatePerS = &u.Rate.Rate, &perS
+	}
 	e, err := s.db.UpdateEndpoint(ctx, name, change)
 	if errors.Is(err, outbox.ErrEndpointNotFound) {
 		return Endpoint{}, notFound(name)

@@ -22,10 +22,12 @@ import (
 // the help; endpointsRunners dispatches them.
 var endpointsCommands = []command{
 	{"add", "--name N --url U [--events a,b] [--signature hmac|ed25519] [--secret S | --secret-file F] [--retry-rps N]" +
-		" [--client-cert-file F --client-key-file F] [--ordering move-on|hold]", "add an endpoint"},
+		" [--client-cert-file F --client-key-file F] [--ordering move-on|hold] [--rate N/s|N/m [--burst B]] [--max-in-flight M]",
+		"add an endpoint"},
 	{"list", "[--json]", "every endpoint, never its secret (an ed25519 one's public key)"},
 	{"update", "NAME [--url U] [--events a,b] [--retry-rps N] [--client-cert-file F --client-key-file F | --no-client-cert]" +
-		" [--ordering move-on|hold] [--signature hmac|ed25519]", "change an endpoint's URL, events, retry rate, client certificate, ordering or secret"},
+		" [--ordering move-on|hold] [--signature hmac|ed25519] [--rate N/s|N/m | --no-rate] [--burst B] [--max-in-flight M | --no-max-in-flight]",
+		"change an endpoint's URL, events, retry rate, client certificate, ordering, secret or flow control"},
 	{"disable", "NAME [--reason R]", "stop delivering to an endpoint; its pending deliveries are dead-lettered"},
 	{"enable", "NAME", "deliver to a disabled endpoint again"},
 	{"remove", "NAME [--force]", "remove an endpoint"},
@@ -217,7 +219,12 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", webhook.OrderingMoveOn, orderingUsage)
+	ff := newFlowFlags(fs, false)
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	flow, code := ff.forAdd(fs, stderr)
+	if code != exitOK {
 		return code
 	}
 	for _, f := range [][2]string{{"name", *name}, {"url", *u}} {
@@ -257,7 +264,7 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	}
 	defer done()
 	e, err := s.Create(ctx, endpoints.NewEndpoint{Name: *name, URL: *u, Events: types, Secret: secret, RetryRPS: *rps, ClientCert: cert,
-		Ordering: *ordering})
+		Ordering: *ordering, Flow: flow})
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
@@ -320,6 +327,10 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil && !errors.Is(err, endpoints.ErrNoSealer) {
 		return endpointsFail(stderr, "list", "", err)
 	}
+	flows, err := s.Flows(ctx)
+	if err != nil {
+		return endpointsFail(stderr, "list", "", err)
+	}
 	shown := make([]listed, len(list))
 	for i, e := range list {
 		e.URL = displayURL(e.URL)
@@ -327,12 +338,14 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		if sg, ok := signing[e.ID]; ok {
 			shown[i].Signing = &sg
 		}
+		shown[i].flowShown = showFlow(flows[e.Name])
 	}
 	if *asJSON {
 		return printJSON(stdout, stderr, "endpoints list", shown)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tORDERING\tSIGNATURE\tPUBLIC KEY\tPREVIOUS SECRET UNTIL\tDISABLED REASON / LAST ERROR")
+	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tRATE\tIN FLIGHT\tPAUSED UNTIL\tORDERING\tSIGNATURE\tPUBLIC KEY\tPREVIOUS SECRET UNTIL"+
+		"\tDISABLED REASON / LAST ERROR")
 	for _, l := range shown {
 		e := l.Endpoint
 		enabled, rps, prev, note := "yes", "-", "-", "-"
@@ -352,8 +365,9 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		if l.Signing != nil {
 			scheme, pub = string(l.Scheme), cmp.Or(l.PublicKey, "-")
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)), enabled, rps,
-			cell(e.Ordering), scheme, pub, prev, cell(note))
+		rate, inFlight := endpoints.FormatFlow(l.flow)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)),
+			enabled, rps, rate, inFlight, cmp.Or(l.PausedUntil, "-"), cell(e.Ordering), scheme, pub, prev, cell(note))
 	}
 	_ = w.Flush()
 	return exitOK
@@ -364,6 +378,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 type listed struct {
 	endpoints.Endpoint
 	*endpoints.Signing
+	flowShown
 }
 
 // listSealer is the key file's Sealer, through which list reads how each
@@ -390,11 +405,15 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", "", orderingUsage)
 	signature := fs.String("signature", "", "replace the secret at once (no grace) with a new one: hmac (whsec_) or ed25519 (a key pair)")
+	ff := newFlowFlags(fs, true)
 	name, code, ok := oneName(fs, args, stderr)
 	if !ok {
 		return code
 	}
 	var up endpoints.Update
+	if code := ff.forUpdate(fs, &up, stderr); code != exitOK {
+		return code
+	}
 	if up.ClientCert, code = cf.value("update", stderr); code != exitOK {
 		return code
 	}
@@ -426,7 +445,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 		return exitUsage
 	}
 	if up == (endpoints.Update{}) {
-		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --client-cert-file, --no-client-cert, --ordering, --signature")
+		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --client-cert-file, --no-client-cert,"+
+			" --ordering, --signature, --rate, --burst, --no-rate, --max-in-flight, --no-max-in-flight")
 		return exitUsage
 	}
 	if up.URL != nil {

@@ -243,7 +243,7 @@ func (w *worker) newDispatcher(snd *sender.PerEndpoint, gt *gates.Gates) error {
 	}
 	w.d, err = dispatcher.New(dispatcher.Config{
 		Store: store, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Wake: w.lst.Wake(),
-		EnvEndpoint: cfg.WebhookURL != "", Registerer: w.reg, Logger: w.log,
+		EnvEndpoint: cfg.WebhookURL != "", EnvFlow: cfg.EnvFlow, Registerer: w.reg, Logger: w.log,
 		BatchSize: cfg.BatchSize, Lease: w.lease, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency,
 		MaxAttempts:  cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, DeferMax: gt.MaxDefer(),
