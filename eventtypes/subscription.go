@@ -1,0 +1,99 @@
+package eventtypes
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fluxora/webhook-worker/webhook"
+)
+
+// CheckSubscription checks an endpoint's subscription (its event types,
+// each a type or a pattern ending in "*") against the catalog, when the
+// catalog lists a type: each type must be known (Known: listed, or the
+// worker's own), each pattern must match at least one listed type (a
+// pattern of the worker's own, "fluxora.…*", is always accepted). The
+// error names the first culprit and, when a listed type is close to it,
+// suggests that one: "unknown event type invoice.payed (did you mean
+// invoice.paid?)". An empty subscription (every type) is always accepted.
+func (c *Catalog) CheckSubscription(subscription []string) error {
+	if len(c.names) == 0 {
+		return nil
+	}
+	for _, s := range subscription {
+		if err := c.checkOne(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Catalog) checkOne(s string) error {
+	prefix, pattern := strings.CutSuffix(s, "*")
+	switch {
+	case !pattern && c.Known(s):
+		return nil
+	case !pattern:
+		return fmt.Errorf("unknown event type %s%s", s, didYouMean(s, c.names))
+	case strings.HasPrefix(prefix, webhook.OperatorTypes) || c.matches(prefix):
+		return nil
+	}
+	// The patterns the listed types would make, cut at the length given.
+	cut := make([]string, 0, len(c.names))
+	width := len([]rune(prefix))
+	for _, n := range c.names {
+		if r := []rune(n); len(r) > width {
+			cut = append(cut, string(r[:width])+"*")
+		}
+	}
+	return fmt.Errorf("pattern %s matches no event type of the catalog%s", s, didYouMean(s, cut))
+}
+
+// matches reports whether a listed type starts with prefix (and is longer:
+// "invoice.*" does not match "invoice.", as webhook_subscribed).
+func (c *Catalog) matches(prefix string) bool {
+	for _, n := range c.names {
+		if len(n) > len(prefix) && strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// didYouMean is " (did you mean X?)" for the candidate closest to s by
+// edit distance, when it is close enough to be a typing slip (at most a
+// third of s's length, and at least 1), else "". Of equally close ones,
+// the first in candidates' order.
+func didYouMean(s string, candidates []string) string {
+	best, bestD := "", max(len([]rune(s))/3, 1)+1
+	for _, c := range candidates {
+		if d := distance(s, c); d < bestD && c != s {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
+}
+
+// distance is the Levenshtein distance of a and b, in runes.
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
