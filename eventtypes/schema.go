@@ -36,7 +36,9 @@ func Compile(name string, doc []byte) (*Schema, error) {
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	c.UseLoader(noLoader{})
-	loc := "urn:fluxora:event-type:" + url.PathEscape(name)
+	// A base of its own that no loader serves (.invalid never resolves,
+	// and noLoader reads nothing): a relative "$ref" fails to load.
+	loc := "https://fluxora.invalid/event-types/" + url.PathEscape(name)
 	if err := c.AddResource(loc, v); err != nil {
 		return nil, err
 	}
@@ -161,5 +163,5 @@ func rule(k jsonschema.ErrorKind) string {
 		*kind.OneOf, *kind.AnyOf, *kind.AllOf, *kind.Not:
 		return k.LocalizedString(printer)
 	}
-	return "fails " + strings.Join(k.KeywordPath(), "/")
+	return strings.TrimSpace("fails " + strings.Join(k.KeywordPath(), "/"))
 }

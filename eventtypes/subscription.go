@@ -2,6 +2,7 @@ package eventtypes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fluxora/webhook-worker/webhook"
@@ -37,22 +38,32 @@ func (c *Catalog) checkOne(s string) error {
 	case strings.HasPrefix(prefix, webhook.OperatorTypes) || c.matches(prefix):
 		return nil
 	}
-	// The patterns the listed types would make, cut at the length given.
-	cut := make([]string, 0, len(c.names))
-	width := len([]rune(prefix))
-	for _, n := range c.names {
-		if r := []rune(n); len(r) > width {
-			cut = append(cut, string(r[:width])+"*")
-		}
-	}
-	return fmt.Errorf("pattern %s matches no event type of the catalog%s", s, didYouMean(s, cut))
+	return fmt.Errorf("pattern %s matches no event type of the catalog%s", s, didYouMean(s, c.segmentPatterns()))
 }
 
-// matches reports whether a listed type starts with prefix (and is longer:
-// "invoice.*" does not match "invoice.", as webhook_subscribed).
+// segmentPatterns are the patterns that end at a "." of a listed type
+// ("invoice.*" of "invoice.paid"), sorted, each once: what a pattern that
+// matches nothing was probably meant to be.
+func (c *Catalog) segmentPatterns() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range c.names {
+		for i, r := range n {
+			if p := n[:i+1] + "*"; r == '.' && !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// matches reports whether a listed type starts with prefix, as
+// webhook_subscribed matches a pattern.
 func (c *Catalog) matches(prefix string) bool {
 	for _, n := range c.names {
-		if len(n) > len(prefix) && strings.HasPrefix(n, prefix) {
+		if strings.HasPrefix(n, prefix) {
 			return true
 		}
 	}
@@ -61,10 +72,10 @@ func (c *Catalog) matches(prefix string) bool {
 
 // didYouMean is " (did you mean X?)" for the candidate closest to s by
 // edit distance, when it is close enough to be a typing slip (at most a
-// third of s's length, and at least 1), else "". Of equally close ones,
+// quarter of s's length, and at least 1), else "". Of equally close ones,
 // the first in candidates' order.
 func didYouMean(s string, candidates []string) string {
-	best, bestD := "", max(len([]rune(s))/3, 1)+1
+	best, bestD := "", max(len([]rune(s))/4, 1)+1
 	for _, c := range candidates {
 		if d := distance(s, c); d < bestD && c != s {
 			best, bestD = c, d
