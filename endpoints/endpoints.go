@@ -144,6 +144,9 @@ func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 	if err != nil {
 		return Endpoint{}, firstError(err)
 	}
+	if err := s.checkCatalog(ctx, events); err != nil {
+		return Endpoint{}, err
+	}
 	id, err := newID()
 	if err != nil {
 		return Endpoint{}, err
@@ -238,6 +241,9 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Endpoint{}, firstError(err)
+	}
+	if err := s.checkCatalog(ctx, events); err != nil {
+		return Endpoint{}, err
 	}
 	change, err := s.sealChange(ctx, name, u)
 	if err != nil {

@@ -17,37 +17,52 @@ import (
 // suggests that one: "unknown event type invoice.payed (did you mean
 // invoice.paid?)". An empty subscription (every type) is always accepted.
 func (c *Catalog) CheckSubscription(subscription []string) error {
-	if len(c.names) == 0 {
+	return CheckSubscription(c.names, subscription)
+}
+
+// CheckSubscription is Catalog.CheckSubscription on the catalog's names
+// (a caller that needs no schema reads only those).
+func CheckSubscription(names, subscription []string) error {
+	if len(names) == 0 {
 		return nil
 	}
+	l := listed(slices.Sorted(slices.Values(names)))
 	for _, s := range subscription {
-		if err := c.checkOne(s); err != nil {
+		if err := l.checkOne(s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *Catalog) checkOne(s string) error {
+// listed are a catalog's names, sorted byte by byte.
+type listed []string
+
+func (l listed) known(name string) bool {
+	_, ok := slices.BinarySearch(l, name)
+	return ok || strings.HasPrefix(name, webhook.OperatorTypes)
+}
+
+func (l listed) checkOne(s string) error {
 	prefix, pattern := strings.CutSuffix(s, "*")
 	switch {
-	case !pattern && c.Known(s):
+	case !pattern && l.known(s):
 		return nil
 	case !pattern:
-		return fmt.Errorf("unknown event type %s%s", s, didYouMean(s, c.names))
-	case strings.HasPrefix(prefix, webhook.OperatorTypes) || c.matches(prefix):
+		return fmt.Errorf("unknown event type %s%s", s, didYouMean(s, l))
+	case strings.HasPrefix(prefix, webhook.OperatorTypes) || l.matches(prefix):
 		return nil
 	}
-	return fmt.Errorf("pattern %s matches no event type of the catalog%s", s, didYouMean(s, c.segmentPatterns()))
+	return fmt.Errorf("pattern %s matches no event type of the catalog%s", s, didYouMean(s, l.segmentPatterns()))
 }
 
 // segmentPatterns are the patterns that end at a "." of a listed type
 // ("invoice.*" of "invoice.paid"), sorted, each once: what a pattern that
 // matches nothing was probably meant to be.
-func (c *Catalog) segmentPatterns() []string {
+func (l listed) segmentPatterns() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, n := range c.names {
+	for _, n := range l {
 		for i, r := range n {
 			if p := n[:i+1] + "*"; r == '.' && !seen[p] {
 				seen[p] = true
@@ -61,8 +76,8 @@ func (c *Catalog) segmentPatterns() []string {
 
 // matches reports whether a listed type starts with prefix, as
 // webhook_subscribed matches a pattern.
-func (c *Catalog) matches(prefix string) bool {
-	for _, n := range c.names {
+func (l listed) matches(prefix string) bool {
+	for _, n := range l {
 		if strings.HasPrefix(n, prefix) {
 			return true
 		}

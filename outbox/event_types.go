@@ -24,6 +24,8 @@ var (
 	removeEventTypeSQL       = rawStatement("remove_event_type")
 	eventCatalogStateSQL     = rawStatement("event_catalog_state")
 	setEventCatalogStrictSQL = rawStatement("set_event_catalog_strict")
+	eventCatalogSummarySQL   = rawStatement("event_catalog_summary")
+	eventTypeNamesSQL        = rawStatement("event_type_names")
 )
 
 // ErrEventTypeNotFound is returned, wrapped with the name, when the
@@ -37,10 +39,32 @@ type EventCatalogState struct {
 	Version int64 `db:"version"`
 }
 
+// EventCatalogSummary is the catalog at a glance (worker status).
+type EventCatalogSummary struct {
+	Strict  bool  `db:"strict" json:"strict"`
+	Version int64 `db:"version" json:"version"`
+	Types   int64 `db:"types" json:"types"`
+}
+
+// EventCatalogSummary reads strict mode, the version and the number of
+// types.
+func (s *Store) EventCatalogSummary(ctx context.Context) (EventCatalogSummary, error) {
+	return queryOne[EventCatalogSummary](ctx, s.pool, eventCatalogSummarySQL, nil)
+}
+
 // EventTypes returns every type of the catalog, by name; none: an empty,
 // non-nil list.
 func (s *Store) EventTypes(ctx context.Context) ([]webhook.EventType, error) {
 	return queryAll[webhook.EventType](ctx, s.pool, eventTypesSQL, nil)
+}
+
+// EventTypeNames returns the names of the catalog's types, in no order.
+func (s *Store) EventTypeNames(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, eventTypeNamesSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // EventType returns the type named name.

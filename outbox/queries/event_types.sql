@@ -52,3 +52,15 @@ FROM webhook_event_catalog;
 UPDATE webhook_event_catalog
 SET strict = :'strict'
 RETURNING strict, version;
+
+-- name: event_catalog_summary
+-- Strict mode, the version and how many types the catalog lists (worker
+-- status).
+SELECT c.strict, c.version, (SELECT count(*) FROM webhook_event_types) AS types
+FROM webhook_event_catalog c;
+
+-- name: event_type_names
+-- The names of the catalog's types (an endpoint's subscription is checked
+-- against them).
+SELECT name
+FROM webhook_event_types;
