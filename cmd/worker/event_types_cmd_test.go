@@ -155,6 +155,29 @@ func TestEventTypesCommands(t *testing.T) {
 		db.Insert(t, "invoice.payed", `{}`)
 	})
 
+	t.Run("export", func(t *testing.T) {
+		out, _ := typesCLI(t, db, exitOK, "export", "--format", "openapi", "--title", "Shop", "--version", "2.1")
+		var doc struct {
+			OpenAPI string `json:"openapi"`
+			Info    struct{ Title, Version string }
+			Hooks   map[string]struct {
+				Post struct {
+					RequestBody struct {
+						Content map[string]struct{ Schema json.RawMessage }
+					} `json:"requestBody"`
+				}
+			} `json:"webhooks"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		paid := doc.Hooks["invoice.paid"].Post.RequestBody.Content["application/json"].Schema
+		if doc.OpenAPI != "3.1.0" || doc.Info.Title != "Shop" || doc.Info.Version != "2.1" || len(doc.Hooks) != 3 ||
+			!strings.Contains(string(paid), `"minimum": 1`) {
+			t.Fatalf("export:\n%s", out)
+		}
+	})
+
 	typesCLI(t, db, exitOK, "remove", "customer.created")
 	if out, _ := typesCLI(t, db, exitOK, "list", "--json"); strings.Contains(out, "customer.created") {
 		t.Fatalf("removed, still listed:\n%s", out)
