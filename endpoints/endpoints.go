@@ -9,14 +9,15 @@
 // disable.go, janitor.go).
 //
 // A secret enters only through Add and Update; nothing this package returns
-// holds one, and no error or log line quotes one, nor a URL.
+// holds one (but RotateKey the HMAC secret it made, for its consumer), and
+// no error or log line quotes one, nor a URL. A secret is an HMAC secret
+// or an ed25519 private key ("whsk_…", package signingkey): of the latter,
+// the public key its consumers verify with is shown (Signing).
 package endpoints
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,16 +102,6 @@ func New(cfg Config) (*Store, error) {
 // (webhook.Endpoint).
 type Endpoint = webhook.Endpoint
 
-// GenerateSecret returns a new signing secret: "whsec_" and the standard
-// base64 of 32 random bytes.
-func GenerateSecret() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate secret: %w", err)
-	}
-	return "whsec_" + base64.StdEncoding.EncodeToString(b), nil
-}
-
 // Add creates an endpoint (Create, without a client certificate).
 func (s *Store) Add(ctx context.Context, name, url string, events []string, secret string, retryRPS int) (Endpoint, error) {
 	return s.Create(ctx, NewEndpoint{Name: name, URL: url, Events: events, Secret: secret, RetryRPS: retryRPS})
@@ -121,7 +112,8 @@ type NewEndpoint struct {
 	Name, URL string
 	// Events nil or empty subscribes it to every event type.
 	Events []string
-	// Secret is its signing secret, stored sealed.
+	// Secret is its signing secret, stored sealed: an HMAC secret or an
+	// ed25519 private key (whsk_…).
 	Secret string
 	// RetryRPS 0 leaves WEBHOOK_RETRY_RPS in force.
 	RetryRPS int
