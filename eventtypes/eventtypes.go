@@ -82,21 +82,8 @@ func Empty() *Catalog { return New(nil, false, 0) }
 // Strict reports whether strict mode is on.
 func (c *Catalog) Strict() bool { return c.strict }
 
-// Version is the catalog's version (webhook_event_catalog.version), which
-// every change of its types bumps.
-func (c *Catalog) Version() int64 { return c.version }
-
 // Names are the types, sorted.
 func (c *Catalog) Names() []string { return slices.Clone(c.names) }
-
-// Types are the types, by name.
-func (c *Catalog) Types() []webhook.EventType {
-	out := make([]webhook.EventType, len(c.names))
-	for i, n := range c.names {
-		out[i] = c.types[n].t
-	}
-	return out
-}
 
 // Known reports whether events of type name are known: listed, or the
 // worker's own (webhook.OperatorTypes).

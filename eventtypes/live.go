@@ -42,7 +42,7 @@ type Live struct {
 	cur    atomic.Pointer[Catalog]
 	mu     sync.Mutex    // one refresh at a time
 	loaded bool          // the types were read once (under mu)
-	gen    atomic.Uint64 // refreshes done
+	gen    atomic.Uint64 // refreshes begun
 }
 
 // NewLive returns a Live holding the empty catalog until its first
@@ -84,8 +84,11 @@ func (l *Live) Refresh(ctx context.Context) error {
 	return l.refresh(ctx)
 }
 
+// refresh runs under mu. It counts itself before it reads (gen), so that
+// a check that saw the count before it can rely on its read as one made
+// after the check began.
 func (l *Live) refresh(ctx context.Context) error {
-	defer l.gen.Add(1)
+	l.gen.Add(1)
 	strict, version, err := l.cfg.State(ctx)
 	if err != nil {
 		return fmt.Errorf("event catalog state: %w", err)
@@ -118,9 +121,10 @@ func (c *Catalog) withStrict(strict bool) *Catalog {
 }
 
 // Check is Catalog.Check on the current catalog. A refusal is confirmed
-// on the catalog as it is now (Refresh, unless another refresh ran since
-// this check began): a payload it still refuses returns the refusal; a
-// catalog that cannot be read returns an error wrapping ErrUnavailable.
+// on the catalog as it is now (Refresh, unless a refresh began since this
+// check did, and so read after it): a payload it still refuses returns
+// the refusal; a catalog that cannot be read returns an error wrapping
+// ErrUnavailable.
 func (l *Live) Check(ctx context.Context, eventType string, payload []byte) error {
 	gen := l.gen.Load()
 	err := l.cur.Load().Check(eventType, payload)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fluxora/webhook-worker/eventtypes"
 	"github.com/fluxora/webhook-worker/internal/testdb"
+	"github.com/fluxora/webhook-worker/internal/waitfor"
 	"github.com/fluxora/webhook-worker/outbox"
 	"github.com/fluxora/webhook-worker/webhook"
 )
@@ -210,4 +212,44 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// An insert that took its snapshot before strict mode was turned off (or
+// before the catalog existed: a producer waiting for the partition's lock
+// while the migration ran) is judged by the catalog as it is when the
+// trigger refuses: it is let in, never refused with a rule no longer in
+// force. A catalog without its row is strict off.
+func TestStrictJudgedByTheCatalogAtRefusal(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	setCatalog(t, db, []string{"invoice.paid"}, true)
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK webhook_outbox_pending IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM webhook_event_catalog"); err != nil {
+		t.Fatal(err)
+	}
+	inserted := make(chan error, 1)
+	go func() {
+		_, err := db.Pool.Exec(ctx, "INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.payed', '{}')")
+		inserted <- err
+	}()
+	waitfor.True(t, 10*time.Second, "the insert waits for the partition", func() bool {
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO webhook_outbox%'`) == 1
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-inserted; err != nil {
+		t.Fatalf("the insert: %v, want it let in", err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM webhook_outbox WHERE event_type = 'invoice.payed'"); n != 1 {
+		t.Fatalf("%d rows", n)
+	}
 }

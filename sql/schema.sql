@@ -482,7 +482,7 @@ CREATE FUNCTION public.webhook_event_type_problem(p_type text) RETURNS text
     LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
-    IF starts_with(p_type, 'fluxora.') OR NOT (SELECT c.strict FROM webhook_event_catalog c)
+    IF starts_with(p_type, 'fluxora.') OR NOT coalesce((SELECT c.strict FROM webhook_event_catalog c), false)
        OR EXISTS (SELECT 1 FROM webhook_event_types t WHERE t.name = p_type) THEN
         RETURN NULL;
     END IF;
@@ -498,8 +498,13 @@ $$;
 CREATE FUNCTION public.webhook_event_type_refuse() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    problem text := webhook_event_type_problem(NEW.event_type);
 BEGIN
-    RAISE EXCEPTION 'webhook_outbox.event_type: %', webhook_event_type_problem(NEW.event_type)
+    IF problem IS NULL THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'webhook_outbox.event_type: %', problem
         USING ERRCODE = '23514', CONSTRAINT = 'webhook_outbox_event_type_known';
 END;
 $$;

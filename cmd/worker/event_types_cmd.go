@@ -173,11 +173,25 @@ func jsonFile(flag, path string, before error) (json.RawMessage, error) {
 	return json.RawMessage(b), nil
 }
 
-// checkType applies the catalog's rules to a type: its name, its schema
-// compiling, its example matching it; the database checks sizes.
+// The sizes webhook_event_types allows.
+const (
+	descriptionMax = 4096
+	documentMax    = 256 << 10
+)
+
+// checkType applies the catalog's rules to a type: its name, its sizes,
+// its schema compiling, its example matching it.
 func checkType(t webhook.EventType) error {
 	if err := eventtypes.CheckName(t.Name); err != nil {
 		return err
+	}
+	switch {
+	case len(t.Description) > descriptionMax:
+		return fmt.Errorf("--description: %d bytes, at most %d", len(t.Description), descriptionMax)
+	case len(t.Schema) > documentMax:
+		return fmt.Errorf("--schema-file: %d bytes, at most %d (256 KiB)", len(t.Schema), documentMax)
+	case len(t.Example) > documentMax:
+		return fmt.Errorf("--example-file: %d bytes, at most %d (256 KiB)", len(t.Example), documentMax)
 	}
 	if len(t.Schema) == 0 {
 		return nil

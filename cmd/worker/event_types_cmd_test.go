@@ -69,6 +69,7 @@ func TestEventTypesCommands(t *testing.T) {
 			{[]string{"add", "z", "--example-file", jsonFileOf(t, "notjson.json", `{`)}, exitUsage, "is not JSON"},
 			{[]string{"add", "z", "--schema-file", filepath.Join(t.TempDir(), "missing.json")}, exitUsage, "--schema-file: open"},
 			{[]string{"add"}, exitUsage, "give exactly one event type NAME"},
+			{[]string{"add", "z", "--description", strings.Repeat("d", 4097)}, exitUsage, "--description: 4097 bytes, at most 4096"},
 			{[]string{"update", "invoice.paid"}, exitUsage, "give at least one of"},
 			{[]string{"update", "invoice.paid", "--example-file", bad}, exitUsage, "the example does not match the schema"},
 			{[]string{"update", "invoice.paid", "--no-schema", "--schema-file", schema}, exitUsage, "give one"},

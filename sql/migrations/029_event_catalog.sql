@@ -100,11 +100,15 @@ CREATE TRIGGER webhook_event_types_touch
     FOR EACH ROW EXECUTE FUNCTION webhook_event_types_touch();
 
 -- The strict rule: why an event of type p_type may not be written, or
--- NULL. PL/pgSQL, so that its two reads keep their plans for the session.
+-- NULL. PL/pgSQL, so that its reads keep their plans for the session.
+-- STABLE, so its reads see the calling statement's snapshot: a producer's
+-- INSERT that took its snapshot before this migration committed (it then
+-- waited for the partition's lock) finds no row of webhook_event_catalog,
+-- which is strict off.
 CREATE OR REPLACE FUNCTION webhook_event_type_problem(p_type text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    IF starts_with(p_type, 'fluxora.') OR NOT (SELECT c.strict FROM webhook_event_catalog c)
+    IF starts_with(p_type, 'fluxora.') OR NOT coalesce((SELECT c.strict FROM webhook_event_catalog c), false)
        OR EXISTS (SELECT 1 FROM webhook_event_types t WHERE t.name = p_type) THEN
         RETURN NULL;
     END IF;
@@ -112,10 +116,18 @@ BEGIN
 END;
 $$;
 
+-- The refusal. It asks the rule again (a trigger function takes a snapshot
+-- of its own): a type added, or strict turned off, since the statement's
+-- snapshot lets the row in.
 CREATE OR REPLACE FUNCTION webhook_event_type_refuse() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    problem text := webhook_event_type_problem(NEW.event_type);
 BEGIN
-    RAISE EXCEPTION 'webhook_outbox.event_type: %', webhook_event_type_problem(NEW.event_type)
+    IF problem IS NULL THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'webhook_outbox.event_type: %', problem
         USING ERRCODE = '23514', CONSTRAINT = 'webhook_outbox_event_type_known';
 END;
 $$;
