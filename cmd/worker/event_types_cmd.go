@@ -92,20 +92,9 @@ func eventTypesFail(stderr io.Writer, cmd string, err error) int {
 	return exitFailure
 }
 
-// typeName parses flags around the one positional NAME and checks it.
+// typeName parses flags around the one positional NAME.
 func typeName(fs *flag.FlagSet, args []string, stderr io.Writer) (string, int, bool) {
-	pos, err := parseInterleaved(fs, args)
-	if err == flag.ErrHelp {
-		return "", exitOK, false
-	} else if err != nil {
-		return "", exitUsage, false
-	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "%s: give exactly one event type NAME (got %d arguments)\n\n", fs.Name(), len(pos))
-		fs.Usage()
-		return "", exitUsage, false
-	}
-	return pos[0], exitOK, true
+	return onePositional(fs, args, stderr, "event type NAME")
 }
 
 // typeFlags are the flags of a type's fields.
@@ -140,9 +129,13 @@ func (f typeFlags) apply(fs *flag.FlagSet, t *webhook.EventType) error {
 		case "deprecated":
 			t.Deprecated = *f.deprecated
 		case "no-schema":
-			t.Schema = nil
+			if *f.noSchema {
+				t.Schema = nil
+			}
 		case "no-example":
-			t.Example = nil
+			if *f.noExample {
+				t.Example = nil
+			}
 		case "schema-file":
 			t.Schema, err = jsonFile("schema-file", *f.schemaFile, err)
 		case "example-file":
