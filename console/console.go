@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fluxora/webhook-worker/outbox"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // Defaults of Config.
@@ -50,6 +51,8 @@ type Store interface {
 	Chart(ctx context.Context, q outbox.ChartQuery) ([]outbox.ChartBucket, error)
 	Replay(ctx context.Context, f outbox.ReplayFilter) (outbox.Replayed, error)
 	PurgeDeadLetters(ctx context.Context, before time.Time, endpoint string) (int64, error)
+	EventCatalogState(ctx context.Context) (outbox.EventCatalogState, error)
+	EventTypes(ctx context.Context) ([]webhook.EventType, error)
 }
 
 // Endpoints changes the endpoint catalog. An unknown name is an error
@@ -181,6 +184,8 @@ func (s *Server) routes() *http.ServeMux {
 		m.HandleFunc("GET "+prefix+"/endpoints/{name}", s.authed(s.endpointHandler))
 		m.HandleFunc("GET "+prefix+"/dead-letters", s.authed(s.deadLettersHandler))
 	}
+	m.HandleFunc("GET /event-types", s.authed(s.eventTypesHandler))
+	m.HandleFunc("GET /api/event-types", s.authed(s.eventTypesHandler))
 	m.HandleFunc("GET /deliveries", s.authed(s.deliveryHandler))
 	m.HandleFunc("GET /api/deliveries/{id}", s.authed(s.deliveryHandler))
 	return m

@@ -31,7 +31,7 @@ func mustSub(f fs.FS, dir string) fs.FS {
 }
 
 // pageNames are the templates besides the layout, one per page.
-var pageNames = []string{"login", "overview", "endpoint", "delivery", "deadletters", "secret"}
+var pageNames = []string{"login", "overview", "endpoint", "delivery", "deadletters", "secret", "eventtypes"}
 
 // pages are the parsed templates, by page name.
 type pages struct{ t map[string]*template.Template }

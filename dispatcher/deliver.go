@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,11 @@ func (d *Dispatcher) deliver(stop, work context.Context, r webhook.Delivery) web
 		// so that enabling the endpoint and replaying recovers it.
 		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Dead, Attempt: r.Attempt - 1,
 			Error: fmt.Sprintf("endpoint %s disabled: %s", r.EndpointName, r.DisabledReason)}
+	}
+	if r.Attempt == 1 && d.cfg.Vetter != nil {
+		if o, refused := d.vet(work, r); refused {
+			return o
+		}
 	}
 	dec, ok := d.check(stop, r)
 	if !ok {
@@ -54,6 +60,25 @@ func (d *Dispatcher) deliver(stop, work context.Context, r webhook.Delivery) web
 		d.gone(work, r)
 	}
 	return o
+}
+
+// vet applies the Vetter to a first attempt: a refusal dead-letters the
+// delivery unsent (no attempt made, nothing said of the consumer), a
+// Vetter that cannot decide now defers it.
+func (d *Dispatcher) vet(ctx context.Context, r webhook.Delivery) (webhook.Outcome, bool) {
+	err := d.cfg.Vetter.Vet(ctx, r)
+	switch {
+	case err == nil:
+		return webhook.Outcome{}, false
+	case errors.Is(err, ErrVetLater):
+		d.log.Warn("dispatcher: the delivery cannot be checked now; deferred", "delivery_id", r.DeliveryID, "event", r.EventType,
+			"endpoint", d.label(r), "error", err)
+		return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Defer, Attempt: r.Attempt,
+			Delay: notAttemptedDelay(0, d.cfg.BackoffMax)}, true
+	}
+	d.log.Error("dispatcher: refused before its first attempt; dead-lettered", "delivery_id", r.DeliveryID, "event", r.EventType,
+		"endpoint", d.label(r), "error", err)
+	return webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Dead, Attempt: r.Attempt - 1, Error: err.Error()}, true
 }
 
 // gone disables an endpoint that answered 410 Gone: its pending deliveries

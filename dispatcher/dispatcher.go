@@ -64,6 +64,9 @@ type Config struct {
 	// Disabler disables an endpoint that answered 410 Gone. Nil: such an
 	// endpoint's deliveries are only dead-lettered.
 	Disabler Disabler
+	// Vetter checks each delivery before its first attempt (the event
+	// catalog). Nil: every delivery is sent.
+	Vetter Vetter
 	// EnvEndpoint says there is a WEBHOOK_URL endpoint (each claim's
 	// Query.Env): an event's own row is then that endpoint's delivery.
 	// Without one an event is only fanned out to the endpoints of

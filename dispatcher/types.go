@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fluxora/webhook-worker/webhook"
@@ -42,6 +43,20 @@ type Gate interface {
 type Disabler interface {
 	Disable(ctx context.Context, endpointID, reason string) (moved int64, err error)
 }
+
+// Vetter checks a delivery before its first attempt (the event catalog's
+// rules: its type known while the catalog is strict, its payload matching
+// its type's schema). Vet returns nil to send it, an error wrapping
+// ErrVetLater to leave it pending for a while (the rules could not be
+// applied now), or any other error to dead-letter it, unsent, with the
+// error's text as the reason (which never quotes the payload).
+type Vetter interface {
+	Vet(ctx context.Context, r webhook.Delivery) error
+}
+
+// ErrVetLater: a Vetter could not decide now; the delivery is deferred
+// (NotAttemptedDelay), no attempt spent.
+var ErrVetLater = errors.New("cannot be checked now")
 
 // Hush silences producers' NOTIFYs while the worker is busy.
 type Hush interface {

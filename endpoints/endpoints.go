@@ -138,6 +138,9 @@ func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 	if err != nil {
 		return Endpoint{}, firstError(err)
 	}
+	if err := s.checkCatalog(ctx, events); err != nil {
+		return Endpoint{}, err
+	}
 	id, err := newID()
 	if err != nil {
 		return Endpoint{}, err
@@ -250,6 +253,9 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	errs = append(errs, validateFlow(f))
 	if err := errors.Join(errs...); err != nil {
 		return Endpoint{}, firstError(err)
+	}
+	if err := s.checkCatalog(ctx, events); err != nil {
+		return Endpoint{}, err
 	}
 	change, err := s.sealChange(ctx, name, u)
 	if err != nil {

@@ -29,6 +29,13 @@
 // time, in the order they were enqueued:
 //
 //	id, err := producer.EnqueueJSON(ctx, tx, "order.paid", order, producer.WithOrderingKey("order-"+order.ID))
+//
+// WithCatalog checks the payload against its type's JSON Schema in the
+// event catalog (worker event-types), and a strict catalog's types, before
+// the round trip:
+//
+//	cat, err := producer.LoadCatalog(ctx, pool) // once, and again when the catalog changes
+//	id, err := producer.EnqueueJSON(ctx, tx, "invoice.paid", inv, producer.WithCatalog(cat))
 package producer
 
 import (
@@ -81,6 +88,7 @@ type options struct {
 	endpoint string
 	headers  map[string]string
 	key      *string
+	catalog  *Catalog
 }
 
 // ToEndpoint sends the event to the endpoint of webhook_endpoints named
@@ -206,30 +214,35 @@ func statement(eventType string, payload []byte, o options) (string, []any, erro
 }
 
 // scanError maps a targeted insert that found no endpoint to
-// ErrUnknownEndpoint, naming it, and the database's refusal of the headers
-// to ErrHeadersInvalid.
+// ErrUnknownEndpoint, naming it, the database's refusal of the headers
+// to ErrHeadersInvalid, and its refusal of a type a strict catalog does
+// not list to ErrUnknownEventType.
 //
 // The kit imports no driver, so it knows their errors by what they share:
 // no row is database/sql's ErrNoRows, which pgx's ErrNoRows wraps. A
 // refusal of the headers is an error with an SQLState() method (pgx's
 // *pgconn.PgError has one, through pgx and through its database/sql
 // driver) answering 23514 whose text holds the message the schema raises,
-// "webhook_outbox.headers: " and the reason. A driver whose errors have no
+// "webhook_outbox.headers: " (or "webhook_outbox.event_type: ") and the
+// reason. A driver whose errors have no
 // SQLState method gets the refusal as any other error, wrapped in
 // "producer: enqueue: " (the database still refused the row).
 func scanError(err error, o options) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w named %q", ErrUnknownEndpoint, o.endpoint)
 	}
-	if reason, ok := headersRefused(err); ok {
+	if reason, ok := refused(err, headersMessage); ok {
 		return fmt.Errorf("%w: %s", ErrHeadersInvalid, reason)
+	}
+	if reason, ok := refused(err, eventTypeMessage); ok && strings.HasPrefix(reason, "unknown event type") {
+		return unknownType(reason)
 	}
 	return fmt.Errorf("producer: enqueue: %w", err)
 }
 
-// headersRefused returns the reason of the database's refusal of the
-// headers, when err is one (see scanError).
-func headersRefused(err error) (string, bool) {
+// refused returns the reason of the database's refusal of a column, when
+// err is one whose message starts with prefix (see scanError).
+func refused(err error, prefix string) (string, bool) {
 	var state interface {
 		error
 		SQLState() string
@@ -237,16 +250,19 @@ func headersRefused(err error) (string, bool) {
 	if !errors.As(err, &state) || state.SQLState() != checkViolation {
 		return "", false
 	}
-	_, reason, ok := strings.Cut(state.Error(), headersMessage)
+	_, reason, ok := strings.Cut(state.Error(), prefix)
 	return strings.TrimSuffix(reason, " (SQLSTATE "+checkViolation+")"), ok // pgx ends its text so
 }
 
-// The database's refusal of bad headers (the trigger webhook_content_valid
-// raises it under the constraint name webhook_outbox_headers_valid): its
-// SQLSTATE and the start of its message.
+// The database's refusals of bad headers (the trigger webhook_content_valid
+// raises it under the constraint name webhook_outbox_headers_valid) and of
+// a type a strict catalog does not list (webhook_content_valid_type,
+// webhook_outbox_event_type_known): their SQLSTATE and the start of their
+// messages.
 const (
-	checkViolation = "23514"
-	headersMessage = "webhook_outbox.headers: "
+	checkViolation   = "23514"
+	headersMessage   = "webhook_outbox.headers: "
+	eventTypeMessage = "webhook_outbox.event_type: "
 )
 
 // Row is one row of a query's result: pgx.Row, *sql.Row.
@@ -314,7 +330,13 @@ func validate(eventType string, payload []byte, o options) error {
 	if o.key != nil && !validText(*o.key) {
 		return ErrOrderingKeyInvalid
 	}
-	return ValidateHeaders(o.headers)
+	if err := ValidateHeaders(o.headers); err != nil {
+		return err
+	}
+	if o.catalog != nil {
+		return o.catalog.Check(eventType, payload)
+	}
+	return nil
 }
 
 // ValidateHeaders checks the headers of WithHeaders before any round trip,

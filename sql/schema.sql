@@ -482,6 +482,70 @@ $$;
 
 
 --
+-- Name: webhook_event_type_problem(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_event_type_problem(p_type text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF starts_with(p_type, 'fluxora.') OR NOT coalesce((SELECT c.strict FROM webhook_event_catalog c), false)
+       OR EXISTS (SELECT 1 FROM webhook_event_types t WHERE t.name = p_type) THEN
+        RETURN NULL;
+    END IF;
+    RETURN format('unknown event type %s: the event catalog is strict', p_type);
+END;
+$$;
+
+
+--
+-- Name: webhook_event_type_refuse(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_event_type_refuse() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    problem text := webhook_event_type_problem(NEW.event_type);
+BEGIN
+    IF problem IS NULL THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'webhook_outbox.event_type: %', problem
+        USING ERRCODE = '23514', CONSTRAINT = 'webhook_outbox_event_type_known';
+END;
+$$;
+
+
+--
+-- Name: webhook_event_types_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_event_types_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE webhook_event_catalog SET version = version + 1;
+    RETURN NULL;
+END;
+$$;
+
+
+--
+-- Name: webhook_event_types_touch(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_event_types_touch() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NEW.updated_at := now();
+    RETURN NEW;
+END;
+$$;
+
+
+--
 -- Name: webhook_exhausted_event(bigint, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1408,6 +1472,37 @@ ALTER SEQUENCE public.webhook_dead_letter_id_seq OWNED BY public.webhook_dead_le
 
 
 --
+-- Name: webhook_event_catalog; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_event_catalog (
+    one boolean DEFAULT true NOT NULL,
+    strict boolean DEFAULT false NOT NULL,
+    version bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT webhook_event_catalog_one_check CHECK (one)
+);
+
+
+--
+-- Name: webhook_event_types; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_event_types (
+    name text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    schema jsonb,
+    example jsonb,
+    deprecated boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_event_types_description_max CHECK ((octet_length(description) <= 4096)),
+    CONSTRAINT webhook_event_types_example_max CHECK ((octet_length((example)::text) <= 262144)),
+    CONSTRAINT webhook_event_types_name_valid CHECK (((name <> ''::text) AND (octet_length(name) <= 255) AND (name !~ '[[:cntrl:]*]'::text) AND (NOT starts_with(name, 'fluxora.'::text)))),
+    CONSTRAINT webhook_event_types_schema_valid CHECK (((jsonb_typeof(schema) = ANY (ARRAY['object'::text, 'boolean'::text])) AND (octet_length((schema)::text) <= 262144)))
+);
+
+
+--
 -- Name: webhook_flow; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1646,6 +1741,22 @@ ALTER TABLE ONLY public.webhook_endpoints
 
 
 --
+-- Name: webhook_event_catalog webhook_event_catalog_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_event_catalog
+    ADD CONSTRAINT webhook_event_catalog_pkey PRIMARY KEY (one);
+
+
+--
+-- Name: webhook_event_types webhook_event_types_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_event_types
+    ADD CONSTRAINT webhook_event_types_pkey PRIMARY KEY (name);
+
+
+--
 -- Name: webhook_flow webhook_flow_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1825,10 +1936,31 @@ CREATE TRIGGER webhook_content_valid BEFORE INSERT OR UPDATE OF event_type, payl
 
 
 --
+-- Name: webhook_outbox_pending webhook_content_valid_type; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER webhook_content_valid_type BEFORE INSERT OR UPDATE OF event_type ON public.webhook_outbox_pending FOR EACH ROW WHEN (((new.endpoint_id IS NULL) AND (new.fanout IS NULL) AND (public.webhook_event_type_problem(new.event_type) IS NOT NULL))) EXECUTE FUNCTION public.webhook_event_type_refuse();
+
+
+--
 -- Name: webhook_endpoints webhook_endpoints_check; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER webhook_endpoints_check BEFORE INSERT OR UPDATE OF url, name, secret, event_types, enabled, retry_rps ON public.webhook_endpoints FOR EACH ROW EXECUTE FUNCTION public.webhook_endpoints_check();
+
+
+--
+-- Name: webhook_event_types webhook_event_types_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER webhook_event_types_changed AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.webhook_event_types FOR EACH STATEMENT EXECUTE FUNCTION public.webhook_event_types_changed();
+
+
+--
+-- Name: webhook_event_types webhook_event_types_touch; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER webhook_event_types_touch BEFORE UPDATE ON public.webhook_event_types FOR EACH ROW EXECUTE FUNCTION public.webhook_event_types_touch();
 
 
 --

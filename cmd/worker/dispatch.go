@@ -126,6 +126,7 @@ func (w *worker) Run(ctx context.Context) error {
 	g.Go(func() error { return w.ret.Run(gctx) })
 	g.Go(func() error { return w.eps.RunClientCerts(gctx) })
 	g.Go(func() error { return w.blocked.Run(gctx) })
+	g.Go(func() error { return w.catalog.Run(gctx) })
 	if err := w.serve(gctx, g); err != nil {
 		return err
 	}

@@ -196,6 +196,12 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 
 // oneName parses flags around the one positional NAME.
 func oneName(fs *flag.FlagSet, args []string, stderr io.Writer) (string, int, bool) {
+	return onePositional(fs, args, stderr, "endpoint NAME")
+}
+
+// onePositional parses flags around the one positional argument, what
+// the usage calls it.
+func onePositional(fs *flag.FlagSet, args []string, stderr io.Writer, what string) (string, int, bool) {
 	pos, err := parseInterleaved(fs, args)
 	if err == flag.ErrHelp {
 		return "", exitOK, false
@@ -203,7 +209,7 @@ func oneName(fs *flag.FlagSet, args []string, stderr io.Writer) (string, int, bo
 		return "", exitUsage, false
 	}
 	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "%s: give exactly one endpoint NAME (got %d arguments)\n\n", fs.Name(), len(pos))
+		fmt.Fprintf(stderr, "%s: give exactly one %s (got %d arguments)\n\n", fs.Name(), what, len(pos))
 		fs.Usage()
 		return "", exitUsage, false
 	}

@@ -5,6 +5,7 @@
 //	worker status     show the outbox at a glance
 //	worker dlq ...    list, replay and purge dead letters
 //	worker endpoints ... add, list, update, disable, enable, remove endpoints, rotate their secrets
+//	worker event-types ... the event catalog: types, their schemas, strict mode, the OpenAPI export
 //	worker attempts   every attempt of one delivery
 //	worker keys ...   generate a key, re-encrypt the stored secrets
 //	worker console    the operator console in the browser
@@ -47,6 +48,7 @@ var topCommands = []command{
 	{"status", "[--endpoint NAME] [--json]", "pending, scheduled, oldest age, dead letters, workers, endpoints"},
 	{"dlq", "", "dead letters"},
 	{"endpoints", "", "the endpoints of webhook_endpoints"},
+	{"event-types", "", "the event catalog: types, their schemas, strict mode"},
 	{"attempts", "DELIVERY_ID [--json]", "every attempt of one delivery, across retries and replays"},
 	{"keys", "", "the key file that encrypts the stored secrets"},
 	{"console", "[--addr HOST:PORT]", "serve the operator console (WEBHOOK_CONSOLE_TOKEN_FILE required)"},
@@ -65,13 +67,14 @@ func topRunners() map[string]runFunc {
 			return runDispatcher(ctx, getenv, stderr)
 		},
 		"migrate": runMigrate, "status": runStatus, "dlq": runDLQ, "endpoints": runEndpoints, "attempts": runAttempts,
-		"keys":    runKeys,
+		"keys": runKeys, "event-types": runEventTypes,
 		"console": runConsole, "version": runVersion,
 	}
 }
 
 // groups are the commands that have commands of their own.
-var groups = map[string][]command{"dlq": dlqCommands, "endpoints": endpointsCommands, "keys": keysCommands}
+var groups = map[string][]command{"dlq": dlqCommands, "endpoints": endpointsCommands, "keys": keysCommands,
+	"event-types": eventTypesCommands}
 
 var usage = topUsage()
 

@@ -165,7 +165,8 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(top)); !slices.Equal(got, slices.Sorted(slices.Values(append(names, "")))) {
 		t.Fatalf("dispatch %v, help table %v", got, names)
 	}
-	runners := map[string]map[string]runFunc{"dlq": dlqRunners(), "endpoints": endpointsRunners(), "keys": keysRunners()}
+	runners := map[string]map[string]runFunc{"dlq": dlqRunners(), "endpoints": endpointsRunners(), "keys": keysRunners(),
+		"event-types": eventTypesRunners()}
 	if got := slices.Sorted(maps.Keys(runners)); !slices.Equal(got, slices.Sorted(maps.Keys(groups))) {
 		t.Fatalf("groups %v, help groups %v", got, slices.Sorted(maps.Keys(groups)))
 	}

@@ -24,6 +24,8 @@ type outboxStatus struct {
 	// Endpoints: each endpoint of the table, and the WEBHOOK_URL one
 	// ("default") when it is configured or has rows.
 	Endpoints []endpointStatus `json:"endpoints"`
+	// EventCatalog: how many types the event catalog lists, strict mode.
+	EventCatalog outbox.EventCatalogSummary `json:"event_catalog"`
 }
 
 type circuitStatus struct {
@@ -38,7 +40,8 @@ const statusUsage = `usage: worker status [--endpoint NAME] [--json]
 
 Pending, waiting behind their ordering key, in flight, scheduled, oldest
 pending age, processed and unrouted in the last hour, leases reclaimed from
-dead workers, dead letters, listening workers; then per endpoint: state,
+dead workers, dead letters, listening workers, the event catalog (its
+types, strict mode); then per endpoint: state,
 pending, in flight, scheduled, waiting for their key, blocked keys (count,
 oldest), dead letters, circuit state (with REDIS_URL), client certificate
 and last error. --endpoint NAME
@@ -68,6 +71,10 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		return exitFailure
 	}
 	s.Circuit = circuit(ctx, cfg)
+	if s.EventCatalog, err = store.EventCatalogSummary(ctx); err != nil {
+		fmt.Fprintf(stderr, "worker status: event catalog: %v\n", err)
+		return exitFailure
+	}
 	if s.Endpoints, err = endpointsStatus(ctx, store, cfg, ""); err != nil {
 		fmt.Fprintf(stderr, "worker status: endpoints: %v\n", err)
 		return exitFailure
@@ -87,6 +94,7 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	fmt.Fprintf(w, "leases reclaimed (pending, last hour)\t%d\n", s.LeasesReclaimed)
 	fmt.Fprintf(w, "dead letters\t%d\n", s.DeadLetters)
 	fmt.Fprintf(w, "listening workers\t%d\n", s.ListeningWorkers)
+	fmt.Fprintf(w, "event catalog\t%d types, strict %s\n", s.EventCatalog.Types, onOff(s.EventCatalog.Strict))
 	if c := s.Circuit; c != nil {
 		if c.Error != "" {
 			fmt.Fprintf(w, "circuit (%s)\tunknown: %s\n", cell(c.Consumer), cell(c.Error))

@@ -16,6 +16,7 @@ import (
 	"github.com/fluxora/webhook-worker/dispatcher"
 	"github.com/fluxora/webhook-worker/egress"
 	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/eventtypes"
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/listener"
 	"github.com/fluxora/webhook-worker/ordering"
@@ -54,6 +55,8 @@ type worker struct {
 	// that can no longer take writes (dbconn.Config.OnLost): Run then
 	// drops the listener's and the hush's (dropOwn).
 	lost chan struct{}
+	// catalog is the event catalog, read again while it runs.
+	catalog *eventtypes.Live
 
 	closers []func() // run by Close, last first
 }
@@ -108,6 +111,9 @@ func (w *worker) build(ctx context.Context) error {
 	}
 	w.closers = append(w.closers, closeGates)
 	if w.hsh, err = listener.NewHush(listener.HushConfig{Connect: dbconn.Connect(listenCC, "fluxora-webhook-hush"), Registerer: w.reg}); err != nil {
+		return err
+	}
+	if w.catalog, err = newCatalog(ctx, w.pool, w.log); err != nil {
 		return err
 	}
 	if err := w.newDispatcher(snd, gt); err != nil {
@@ -242,7 +248,7 @@ func (w *worker) newDispatcher(snd *sender.PerEndpoint, gt *gates.Gates) error {
 		gate = endpointGate{gt, cfg.WebhookURL}
 	}
 	w.d, err = dispatcher.New(dispatcher.Config{
-		Store: store, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Wake: w.lst.Wake(),
+		Store: store, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Vetter: catalogVetter{w.catalog}, Wake: w.lst.Wake(),
 		EnvEndpoint: cfg.WebhookURL != "", EnvFlow: cfg.EnvFlow, Registerer: w.reg, Logger: w.log,
 		BatchSize: cfg.BatchSize, Lease: w.lease, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency,
 		MaxAttempts:  cfg.MaxAttempts,
