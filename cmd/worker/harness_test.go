@@ -53,6 +53,8 @@ type consumer struct {
 	active, peak int
 	// respondHeader are headers of every answer.
 	respondHeader map[string]string
+	// answered counts the requests answered (their status chosen).
+	answered int
 }
 
 func newConsumer(t testing.TB, respond func(d delivery) int) *consumer {
@@ -97,6 +99,7 @@ func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
 	if i < len(c.got) { // a benchmark may have reset got meanwhile
 		c.got[i].Status, c.got[i].Answered = status, time.Now()
 	}
+	c.answered++
 	c.mu.Unlock()
 	for k, v := range c.respondHeader {
 		w.Header().Set(k, v)
