@@ -146,13 +146,13 @@ type attachedRow struct {
 	Attached *string `db:"attached"`
 }
 
-// AttachHistory attaches every staged range of parent whose rows have all
-// left the default partition as its partition, one statement each, and
-// returns their names.
-func (s *Store) AttachHistory(ctx context.Context, parent string) ([]string, error) {
+// AttachHistory attaches every staged range of parent whose rows have left
+// the default partition, but for at most batch (moved first), as its
+// partition, one statement each, and returns their names.
+func (s *Store) AttachHistory(ctx context.Context, parent string, batch int) ([]string, error) {
 	var names []string
 	for {
-		r, err := queryOne[attachedRow](ctx, s.pool, attachHistorySQL, pgx.NamedArgs{"parent": parent})
+		r, err := queryOne[attachedRow](ctx, s.pool, attachHistorySQL, pgx.NamedArgs{"parent": parent, "batch": batch})
 		if err != nil {
 			return names, fmt.Errorf("attach history of %s: %w", parent, err)
 		}

@@ -32,7 +32,7 @@ func (d *Deleter) moveDefaults(ctx context.Context) (skipped bool, err error) {
 			moved += n
 			d.moved[parent].Add(float64(n))
 		}
-		names, err := d.store.AttachHistory(ctx, parent)
+		names, err := d.store.AttachHistory(ctx, parent, d.cfg.BatchSize)
 		if moved > 0 || len(names) > 0 {
 			d.cfg.Logger.Info("retention: moved rows of the default partition into partitions of their time",
 				"table", parent, "rows", moved, "partitions", len(names))

@@ -672,16 +672,16 @@ $$;
 
 
 --
--- Name: webhook_history_attach(regclass); Type: FUNCTION; Schema: public; Owner: -
+-- Name: webhook_history_attach(regclass, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.webhook_history_attach(p_parent regclass) RETURNS text
+CREATE FUNCTION public.webhook_history_attach(p_parent regclass, p_batch integer) RETURNS text
     LANGUAGE plpgsql
     AS $_$
 DECLARE
     l record;
     g record;
-    left_in boolean;
+    left_in bigint;
     name text;
 BEGIN
     PERFORM set_config('lock_timeout', '500ms', true);
@@ -691,24 +691,22 @@ BEGIN
               WHERE s.parent = p_parent
                 AND NOT EXISTS (SELECT 1 FROM webhook_partition_bounds(p_parent) b WHERE b.lo < s.hi AND b.hi > s.lo)
               ORDER BY s.lo LOOP
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2)', l.dflt, l.rows_are, l.col)
-           INTO left_in USING g.lo, g.hi;
-        CONTINUE WHEN left_in;
-        BEGIN
-            PERFORM webhook_history_refute(l.dflt, l.col, g.lo, g.hi);
-            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
-            EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)', p_parent, g.staged, g.lo, g.hi);
-            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_refute', l.dflt);
-            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_range', g.staged);
-            name := webhook_history_name(p_parent, g.lo);
-            EXECUTE format('ALTER TABLE %s RENAME TO %I', g.staged, name);
-            DELETE FROM webhook_history_staged WHERE staged = g.staged;
-            RETURN name;
-        EXCEPTION WHEN check_violation THEN
-            -- A row of the range entered the default meanwhile: the next
-            -- move takes it, a later call attaches.
-            NULL;
-        END;
+        EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2 LIMIT $3) r',
+                       l.dflt, l.rows_are, l.col)
+           INTO left_in USING g.lo, g.hi, p_batch + 1;
+        CONTINUE WHEN left_in > p_batch;
+        PERFORM webhook_history_lock(p_parent, l.dflt, g.lo, g.hi);
+        EXECUTE format('WITH moved AS (DELETE FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2 RETURNING *)
+                        INSERT INTO %4$s SELECT * FROM moved', l.dflt, l.rows_are, l.col, g.staged) USING g.lo, g.hi;
+        PERFORM webhook_history_refute(l.dflt, l.col, g.lo, g.hi);
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
+        EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)', p_parent, g.staged, g.lo, g.hi);
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_refute', l.dflt);
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_range', g.staged);
+        name := webhook_history_name(p_parent, g.lo);
+        EXECUTE format('ALTER TABLE %s RENAME TO %I', g.staged, name);
+        DELETE FROM webhook_history_staged WHERE staged = g.staged;
+        RETURN name;
     END LOOP;
     RETURN NULL;
 END;
@@ -730,6 +728,7 @@ BEGIN
     END IF;
     SELECT * INTO l FROM webhook_history_layout(p_parent);
     IF l.dflt IS NOT NULL THEN
+        PERFORM webhook_history_lock(p_parent, l.dflt, p_lo, p_hi);
         PERFORM webhook_history_refute(l.dflt, l.col, p_lo, p_hi);
     END IF;
     EXECUTE format('CREATE TABLE %I PARTITION OF %s FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 100)',
@@ -805,6 +804,22 @@ CREATE FUNCTION public.webhook_history_layout(p_parent regclass, OUT dflt regcla
       FROM pg_partitioned_table p
       JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
      WHERE p.partrelid = p_parent
+$$;
+
+
+--
+-- Name: webhook_history_lock(regclass, regclass, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_lock(p_parent regclass, p_dflt regclass, p_lo timestamp with time zone, p_hi timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_lo < now() + interval '5 minutes' AND p_hi > now() - interval '5 minutes' THEN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
+    END IF;
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_dflt);
+END;
 $$;
 
 
@@ -916,7 +931,6 @@ CREATE FUNCTION public.webhook_history_refute(p_dflt regclass, p_col name, p_lo 
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_dflt);
     EXECUTE format('ALTER TABLE %s ADD CONSTRAINT webhook_history_refute CHECK (NOT (%I IS NOT NULL AND %I >= %L AND %I < %L))',
                    p_dflt, p_col, p_col, p_lo, p_col, p_hi);
 END;

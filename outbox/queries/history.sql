@@ -1,14 +1,17 @@
 -- History's time partitions (migration 013): made ahead, and detached and
 -- dropped whole once past the retention (ARCHITECTURE.md, "Where rows
--- live"). retention.sql empties the default partitions.
+-- live"); the default partitions' rows moved into partitions of their time
+-- (migration 026). retention.sql deletes the default partitions' rows past
+-- the retention.
 
 -- name: prepare_history
 -- Creates the missing partitions of both histories, :'width_s' seconds wide,
 -- from one width before now to :'ahead_s' seconds after it by the database
 -- clock, and returns how many it made (webhook_history_prepare: one
 -- creator at a time, each creation a brief lock of the parent, waited for
--- at most 500 ms). A range whose rows sit in the default partition is left
--- to it.
+-- at most 500 ms; the default partition read before, under its own lock).
+-- A range whose rows sit in the default partition is left to it (and to
+-- move_history).
 SELECT webhook_history_prepare(
     'webhook_outbox_history',
     :'width_s' * interval '1 second',
@@ -56,8 +59,9 @@ SELECT l.got,
 FROM lock l;
 
 -- name: attach_history
--- Attaches one staged table of :'parent' whose range the default partition
--- no longer holds as that range's partition and returns its name, NULL when
--- none is ready (webhook_history_attach: nothing read under the parent's
--- lock, waited for at most 500 ms).
-SELECT webhook_history_attach(:'parent'::regclass) AS attached;
+-- Attaches one staged table of :'parent' as its range's partition, once the
+-- default partition holds at most :'batch' rows of that range (moved first,
+-- under the locks), and returns its name, NULL when none is ready
+-- (webhook_history_attach: nothing read under the parent's lock, waited for
+-- at most 500 ms).
+SELECT webhook_history_attach(:'parent'::regclass, :'batch') AS attached;

@@ -15,21 +15,24 @@
 --                          lock no claim or record takes, and the CREATE that
 --                          follows under the parent's lock finds the proof
 --                          in the CHECK and reads nothing. The CHECK goes in
---                          the same transaction.
+--                          the same transaction. (A live range, one the
+--                          records may be writing to the default, locks the
+--                          parent first, as before: webhook_history_lock.)
 --   moving the default     (webhook_history_move, a batch a statement, by
 --                          retention) takes the default's oldest row not past
 --                          retention, and moves the rows of its range (the
 --                          gap of its slot no partition covers) into a
---                          staging table (webhook_history_staged) in batches;
+--                          staging table (webhook_history_staged);
 --   attaching              (webhook_history_attach) once the default holds
---                          no row of a staged range, attaches its table as
+--                          at most a batch of a staged range's rows, moves
+--                          them under the locks and attaches the table as
 --                          the range's partition, with the same two proofs
 --                          (a CHECK on the table, one on the default), so
 --                          that nothing is read under the parent's lock.
---                          The parent's ACCESS EXCLUSIVE lock is taken
---                          first, as CREATE does: an ATTACH under its own
---                          weaker lock lets a statement plan meanwhile and
---                          keep a cached plan without the new partition.
+--                          The parent's ACCESS EXCLUSIVE lock is taken, as
+--                          CREATE takes it: an ATTACH under its own weaker
+--                          lock lets a statement plan meanwhile and keep a
+--                          cached plan without the new partition.
 --
 -- A staged row is out of the history's reads until its table is attached
 -- (seconds for a range of a million rows). Partitions are never made over a
@@ -97,15 +100,31 @@ RETURNS text LANGUAGE sql STABLE AS $$
       FROM pg_class c WHERE c.oid = p_parent
 $$;
 
--- webhook_history_refute locks p_dflt (the default partition, ACCESS
--- EXCLUSIVE) and adds to it the CHECK webhook_history_refute: no row of
--- p_col in [p_lo, p_hi). Adding it reads p_dflt, under its own lock only;
--- it fails with check_violation when such a row is there. The caller drops
--- it in the same transaction.
+-- webhook_history_lock locks p_parent and its default partition p_dflt
+-- (ACCESS EXCLUSIVE) for a new partition [p_lo, p_hi). The default first:
+-- it is read under its own lock (webhook_history_refute), which no claim
+-- or record takes, and p_parent is locked only after; unless the range is
+-- live (within 5 minutes of now): the records may be writing rows of it to
+-- the default partition (no partition covers it), holding p_parent's lock
+-- while they wait for the default's; p_parent is locked first then, as
+-- CREATE … PARTITION OF does.
+CREATE OR REPLACE FUNCTION webhook_history_lock(p_parent regclass, p_dflt regclass, p_lo timestamptz, p_hi timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_lo < now() + interval '5 minutes' AND p_hi > now() - interval '5 minutes' THEN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
+    END IF;
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_dflt);
+END;
+$$;
+
+-- webhook_history_refute adds to p_dflt (a default partition, locked by
+-- webhook_history_lock) the CHECK webhook_history_refute: no row of p_col
+-- in [p_lo, p_hi). Adding it reads p_dflt; it fails with check_violation
+-- when such a row is there. The caller drops it in the same transaction.
 CREATE OR REPLACE FUNCTION webhook_history_refute(p_dflt regclass, p_col name, p_lo timestamptz, p_hi timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_dflt);
     EXECUTE format('ALTER TABLE %s ADD CONSTRAINT webhook_history_refute CHECK (NOT (%I IS NOT NULL AND %I >= %L AND %I < %L))',
                    p_dflt, p_col, p_col, p_lo, p_col, p_hi);
 END;
@@ -126,6 +145,7 @@ BEGIN
     END IF;
     SELECT * INTO l FROM webhook_history_layout(p_parent);
     IF l.dflt IS NOT NULL THEN
+        PERFORM webhook_history_lock(p_parent, l.dflt, p_lo, p_hi);
         PERFORM webhook_history_refute(l.dflt, l.col, p_lo, p_hi);
     END IF;
     EXECUTE format('CREATE TABLE %I PARTITION OF %s FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 100)',
@@ -224,19 +244,21 @@ BEGIN
 END;
 $$;
 
--- webhook_history_attach attaches one staged table of p_parent whose range
--- the default partition holds no row of and no partition covers, as that
+-- webhook_history_attach attaches one staged table of p_parent as its
 -- range's partition (named as webhook_history_create names them), and
--- returns its name; NULL when none is ready. Nothing is read under
--- p_parent's lock: the table's CHECK proves its rows in range, the
--- default's (webhook_history_refute, read under its own lock) proves it
--- holds none. Locks waited for at most 500 ms; one partition a statement.
-CREATE OR REPLACE FUNCTION webhook_history_attach(p_parent regclass)
+-- returns its name; NULL when none is ready. Ready: no partition covers
+-- its range, and the default partition holds at most p_batch rows of it
+-- (rows a record or an import still writes there), which move under the
+-- locks first. Nothing is read under p_parent's lock (but for a live
+-- range, see webhook_history_lock): the table's CHECK proves its rows in
+-- range, the default's proves it holds none. Locks waited for at most
+-- 500 ms; one partition a statement.
+CREATE OR REPLACE FUNCTION webhook_history_attach(p_parent regclass, p_batch integer)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     l record;
     g record;
-    left_in boolean;
+    left_in bigint;
     name text;
 BEGIN
     PERFORM set_config('lock_timeout', '500ms', true);
@@ -246,24 +268,22 @@ BEGIN
               WHERE s.parent = p_parent
                 AND NOT EXISTS (SELECT 1 FROM webhook_partition_bounds(p_parent) b WHERE b.lo < s.hi AND b.hi > s.lo)
               ORDER BY s.lo LOOP
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2)', l.dflt, l.rows_are, l.col)
-           INTO left_in USING g.lo, g.hi;
-        CONTINUE WHEN left_in;
-        BEGIN
-            PERFORM webhook_history_refute(l.dflt, l.col, g.lo, g.hi);
-            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
-            EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)', p_parent, g.staged, g.lo, g.hi);
-            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_refute', l.dflt);
-            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_range', g.staged);
-            name := webhook_history_name(p_parent, g.lo);
-            EXECUTE format('ALTER TABLE %s RENAME TO %I', g.staged, name);
-            DELETE FROM webhook_history_staged WHERE staged = g.staged;
-            RETURN name;
-        EXCEPTION WHEN check_violation THEN
-            -- A row of the range entered the default meanwhile: the next
-            -- move takes it, a later call attaches.
-            NULL;
-        END;
+        EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2 LIMIT $3) r',
+                       l.dflt, l.rows_are, l.col)
+           INTO left_in USING g.lo, g.hi, p_batch + 1;
+        CONTINUE WHEN left_in > p_batch;
+        PERFORM webhook_history_lock(p_parent, l.dflt, g.lo, g.hi);
+        EXECUTE format('WITH moved AS (DELETE FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2 RETURNING *)
+                        INSERT INTO %4$s SELECT * FROM moved', l.dflt, l.rows_are, l.col, g.staged) USING g.lo, g.hi;
+        PERFORM webhook_history_refute(l.dflt, l.col, g.lo, g.hi);
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
+        EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)', p_parent, g.staged, g.lo, g.hi);
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_refute', l.dflt);
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_range', g.staged);
+        name := webhook_history_name(p_parent, g.lo);
+        EXECUTE format('ALTER TABLE %s RENAME TO %I', g.staged, name);
+        DELETE FROM webhook_history_staged WHERE staged = g.staged;
+        RETURN name;
     END LOOP;
     RETURN NULL;
 END;
