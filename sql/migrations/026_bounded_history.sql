@@ -64,7 +64,7 @@ CREATE INDEX IF NOT EXISTS webhook_outbox_history_delivery_id_idx ON webhook_out
 DO $$
 BEGIN
     IF NOT (SELECT indisvalid FROM pg_index WHERE indexrelid = 'webhook_outbox_history_delivery_id_idx'::regclass) THEN
-        RAISE EXCEPTION 'migration 026: index webhook_outbox_history_delivery_id_idx is not valid: attach an index to every partition of webhook_outbox_history (docs/deployment.md, "Migrations 023 and 026 on a large history") or drop it, then run worker migrate again';
+        RAISE EXCEPTION 'migration 026: index webhook_outbox_history_delivery_id_idx is not valid: attach an index to every partition of webhook_outbox_history (docs/deployment.md, "Migration 026 on a large history") or drop it, then run worker migrate again';
     END IF;
 END;
 $$;
