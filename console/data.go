@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,39 @@ type Endpoint struct {
 	// Breaker is its circuit breaker; nil when not read (no REDIS_URL,
 	// or Redis did not answer).
 	Breaker *Breaker `json:"breaker,omitempty"`
+	// Flow is its flow control and its consumer's pause; nil: none.
+	Flow *Flow `json:"flow,omitempty"`
+}
+
+// Flow is an endpoint's flow control as the console shows it.
+type Flow struct {
+	// Rate is "N/s" or "N/m", "+B" with a burst; "": no rate.
+	Rate        string `json:"rate,omitempty"`
+	MaxInFlight int    `json:"max_in_flight,omitempty"`
+	// PausedUntil is when the pause its consumer asked for ends.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+}
+
+// flowOf is f as the console shows it; nil when it limits nothing and
+// no pause holds.
+func flowOf(f outbox.EndpointFlow) *Flow {
+	if !f.Limited() && f.PausedUntil.IsZero() {
+		return nil
+	}
+	out := &Flow{MaxInFlight: f.MaxInFlight}
+	if f.Rate > 0 {
+		out.Rate = strconv.Itoa(f.Rate) + "/s"
+		if f.Per == time.Minute {
+			out.Rate = strconv.Itoa(f.Rate) + "/m"
+		}
+		if f.Burst > 0 {
+			out.Rate += "+" + strconv.Itoa(f.Burst)
+		}
+	}
+	if !f.PausedUntil.IsZero() {
+		out.PausedUntil = &f.PausedUntil
+	}
+	return out
 }
 
 // Breakers reads circuit breaker states (the gates' shared state in
@@ -61,11 +95,16 @@ func (s *Server) endpoints(ctx context.Context, only string) ([]Endpoint, error)
 	if err != nil {
 		return nil, err
 	}
+	flows, err := s.cfg.Store.EndpointFlows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	flows[outbox.DefaultEndpointName] = flows[""]
 	out := make([]Endpoint, len(st))
 	for i, e := range st {
 		h := hours[e.Name]
 		out[i] = Endpoint{EndpointStatus: e, Backlog: e.Pending + e.Scheduled + e.InFlight,
-			AttemptsLastHour: h.Attempts, P50MS: h.P50MS, P99MS: h.P99MS}
+			AttemptsLastHour: h.Attempts, P50MS: h.P50MS, P99MS: h.P99MS, Flow: flowOf(flows[e.Name])}
 		if h.Attempts > 0 {
 			rate := float64(h.Succeeded) / float64(h.Attempts)
 			out[i].SuccessRate = &rate

@@ -266,3 +266,34 @@ func TestOverviewShowsOpenBreakers(t *testing.T) {
 		t.Fatalf("/api/endpoints: %s", body)
 	}
 }
+
+// An endpoint's flow control and its consumer's pause show on the
+// overview, its page and the API.
+func TestOverviewShowsFlowControl(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.db.Pool.Exec(context.Background(), `UPDATE webhook_endpoints
+		SET rate_limit = 50, rate_period_s = 1, rate_burst = 10, max_in_flight = 4 WHERE name = 'shop'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(context.Background(), `INSERT INTO webhook_flow (endpoint_id, paused_until)
+		SELECT id, '2031-05-04 03:02:01+00' FROM webhook_endpoints WHERE name = 'shop'`); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t)
+	for _, page := range []string{"/", "/endpoints/shop"} {
+		res, body := do(t, c, "GET", b.url+page, nil, bearer...)
+		for _, want := range []string{"paused by its consumer until 2031-05-04 03:02:01Z", "rate 50/s+10", "at most 4 in flight"} {
+			if res.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+				t.Fatalf("%s: %d, no %q in:\n%s", page, res.StatusCode, want, body)
+			}
+		}
+		if strings.Count(body, "paused by its consumer") != 1 {
+			t.Fatalf("%s: another endpoint shown paused", page)
+		}
+	}
+	_, body := do(t, c, "GET", b.url+"/api/endpoints", nil, bearer...)
+	if !strings.Contains(body, `"flow":{"rate":"50/s+10","max_in_flight":4,"paused_until":"2031-05-04T03:02:01Z"}`) {
+		t.Fatalf("/api/endpoints: %s", body)
+	}
+}

@@ -29,7 +29,7 @@ func endpointRows(eps []Endpoint) template.HTML {
 		default:
 			b.WriteString(`<span class="ok">enabled</span>`)
 		}
-		b.WriteString(breakerText(e.Breaker))
+		b.WriteString(breakerText(e.Breaker) + flowText(e.Flow))
 		for _, cell := range []string{strconv.FormatInt(e.Backlog, 10), strconv.FormatInt(e.DeadLetters, 10),
 			strconv.FormatInt(e.AttemptsLastHour, 10), fmtPct(e.SuccessRate), fmtMS(e.P50MS), fmtMS(e.P99MS)} {
 			b.WriteString(`</td><td>` + esc(cell))
@@ -37,6 +37,25 @@ func endpointRows(eps []Endpoint) template.HTML {
 		b.WriteString(`</td><td class="err">` + esc(e.LastError) + "</td></tr>\n")
 	}
 	return template.HTML(b.String()) // every value above is escaped
+}
+
+// flowText is an endpoint's flow control and pause after the state
+// (escaped), else "".
+func flowText(f *Flow) string {
+	if f == nil {
+		return ""
+	}
+	var b strings.Builder
+	if f.PausedUntil != nil {
+		b.WriteString(` <span class="warn">paused by its consumer until ` + fmtTime(f.PausedUntil) + `</span>`)
+	}
+	if f.Rate != "" {
+		b.WriteString(` <span class="flow">rate ` + html.EscapeString(f.Rate) + `</span>`)
+	}
+	if f.MaxInFlight > 0 {
+		b.WriteString(` <span class="flow">at most ` + strconv.Itoa(f.MaxInFlight) + ` in flight</span>`)
+	}
+	return b.String()
 }
 
 // breakerText is an open or half-open breaker's note after the state

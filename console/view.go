@@ -38,7 +38,8 @@ type pages struct{ t map[string]*template.Template }
 
 func parsePages() (*pages, error) {
 	funcs := template.FuncMap{"time": fmtTime, "ms": fmtMS, "pct": fmtPct, "status": fmtStatus, "str": fmtStr, "endpointRows": endpointRows, "chartsSVG": chartsSVG,
-		"breaker": func(b *Breaker) template.HTML { return template.HTML(breakerText(b)) }} // breakerText escapes
+		"breaker": func(b *Breaker) template.HTML { return template.HTML(breakerText(b)) }, // breakerText escapes
+		"flow":    func(f *Flow) template.HTML { return template.HTML(flowText(f)) }}       // flowText escapes
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/charts.html", "templates/"+name+".html")

@@ -3,7 +3,10 @@
 // pooled one (Path; README, "Behind PgBouncer"), and the connections of
 // its own outside the pool (the listener's, the hush's). It decides the
 // path from what the server does with the direct path's startup
-// parameters. No error it returns contains a connection string.
+// parameters. It drops every connection to a server that can no longer
+// take the worker's writes (a failover, a restart), and opens the
+// worker's own only to one that can. No error it returns contains a
+// connection string.
 package dbconn
 
 import (
@@ -17,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Path is how the worker's pool reaches PostgreSQL.
@@ -62,8 +66,19 @@ type Config struct {
 	// Size is the most connections of the pool. Required, positive.
 	Size int32
 	// Logger receives the warning of a DatabaseURL that refused or ignored
-	// the direct path's startup parameters. Defaults to discarding.
+	// the direct path's startup parameters, and each reset of the pool (a
+	// server lost to the worker's writes: lost.go). Defaults to
+	// discarding.
 	Logger *slog.Logger
+	// OnLost is called after the pool dropped its connections because a
+	// statement found the server read-only, shutting down or gone, so that
+	// the worker drops its own connections (the listener's, the hush's)
+	// too. It runs on the goroutine of the failed statement and must not
+	// block. Optional.
+	OnLost func()
+	// Registerer receives fluxora_webhook_database_resets_total from Open
+	// (OpenPath registers nothing). Optional: nil registers nothing.
+	Registerer prometheus.Registerer
 }
 
 // directParams are the startup parameters of the direct path.
@@ -77,11 +92,12 @@ var directParams = map[string]string{"synchronous_commit": "off", "plan_cache_mo
 // says.
 func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, Path, error) {
 	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	w := newWatch(cfg, cfg.Registerer)
 	if cmp.Or(cfg.ListenURL, cfg.DatabaseURL) != cfg.DatabaseURL {
-		pool, err := OpenPath(ctx, cfg, Pooled)
+		pool, err := openPath(ctx, cfg, Pooled, w)
 		return pool, Pooled, err
 	}
-	pool, err := OpenPath(ctx, cfg, Direct)
+	pool, err := openPath(ctx, cfg, Direct, w)
 	switch {
 	case err == nil:
 		applied, err := directParamsApplied(ctx, pool)
@@ -99,22 +115,30 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, Path, error) {
 	default:
 		return nil, Direct, err
 	}
-	pool, err = OpenPath(ctx, cfg, Pooled)
+	pool, err = openPath(ctx, cfg, Pooled, w)
 	return pool, Pooled, err
 }
 
 // OpenPath opens a pool to cfg.DatabaseURL on path and checks the server
 // answers. The operator commands (and migrate) take the pooled path,
 // which works directly and through PgBouncer in transaction mode alike.
+// Its pool drops its connections as Open's does (lost.go).
 func OpenPath(ctx context.Context, cfg Config, path Path) (*pgxpool.Pool, error) {
+	return openPath(ctx, cfg, path, newWatch(cfg, nil))
+}
+
+// openPath opens the pool on path, w watching its statements.
+func openPath(ctx context.Context, cfg Config, path Path, w *watch) (*pgxpool.Pool, error) {
 	pc, err := parsePool(cfg, path)
 	if err != nil {
 		return nil, err
 	}
+	pc.ConnConfig.Tracer = w
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
+	w.pool.Store(pool)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("database unreachable: %w", err)

@@ -48,6 +48,9 @@ type completer struct {
 	// promoted receives a value when a write let the next row of an
 	// ordering lane go (capacity 1).
 	promoted chan struct{}
+	// flushed receives a value after each write (capacity 1): rows that
+	// ended may leave room under an endpoint's flow control.
+	flushed chan struct{}
 }
 
 // add hands an outcome over; it blocks while the completer is full, which
@@ -130,6 +133,9 @@ func (c *completer) flush(ctx context.Context, batch []done) {
 		if d.row.Event != 0 { // its row is written by the outcome, fenced by its event's lease
 			outcomes[i].EndpointID, outcomes[i].Event = d.row.EndpointID, d.row.Event
 		}
+		if d.outcome.Pause > 0 { // the endpoint paused, for every worker
+			outcomes[i].EndpointID = d.row.EndpointID
+		}
 	}
 	for try := 0; ; try++ {
 		start := time.Now()
@@ -175,6 +181,10 @@ func (c *completer) written(batch []done, written []bool) {
 		}
 	}
 	c.m.inFlight.Sub(float64(len(batch)))
+	select {
+	case c.flushed <- struct{}{}:
+	default:
+	}
 	if released > 0 {
 		c.log.Info("dispatcher: released rows not started; any worker may take them at once", "rows", released)
 	}

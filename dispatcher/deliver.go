@@ -149,6 +149,11 @@ func (d *Dispatcher) decide(r webhook.Delivery, res webhook.Result) webhook.Outc
 		o.Kind, o.Attempt = webhook.Retry, r.Attempt+1
 		o.Delay = backoff(r.Attempt, d.cfg.BackoffBase, d.cfg.BackoffMax, res.RetryAfter, d.cfg.Rand())
 	}
+	if (res.Status == http.StatusTooManyRequests || res.Status == http.StatusServiceUnavailable) && res.RetryAfter > 0 {
+		// The consumer asked for a pause: every worker holds back the
+		// endpoint's deliveries until then, no longer than a retry waits.
+		o.Pause = min(res.RetryAfter, d.cfg.BackoffMax)
+	}
 	return o
 }
 

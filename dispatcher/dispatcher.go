@@ -71,6 +71,9 @@ type Config struct {
 	// by another worker, or replayed) stay pending for a worker that has
 	// one.
 	EnvEndpoint bool
+	// EnvFlow is the WEBHOOK_URL endpoint's flow control (each claim's
+	// Query.EnvFlow), held across every worker by the claim.
+	EnvFlow webhook.Flow
 	// Wake receives a value when rows may be due (the listener). Required.
 	Wake <-chan struct{}
 	// Registerer receives the dispatcher's metrics. Required.
@@ -161,6 +164,9 @@ type Dispatcher struct {
 	capped    bool                 // the last claim skipped an endpoint at its cap that holds slots (cappedBy)
 	backlog   bool                 // the last claim left rows: the next takes every free slot (claimSize)
 	lastClaim time.Time
+	// flowWait says the last claim was held back by flow control: a write
+	// of outcomes may make room, so the loop claims again after one.
+	flowWait bool
 
 	due     *time.Timer
 	dueAt   time.Time
@@ -225,6 +231,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.done = &completer{
 		store: cfg.Store, in: make(chan done, cfg.Concurrency), interval: cfg.FlushInterval, max: cfg.FlushMax,
 		now: cfg.Now, log: d.log, m: d.m, scheduled: make(chan time.Duration, 1), promoted: make(chan struct{}, 1),
+		flushed: make(chan struct{}, 1),
 	}
 	d.due, d.recheck, d.cool, d.sweep = stoppedTimer(), stoppedTimer(), stoppedTimer(), stoppedTimer()
 	return d, nil
@@ -282,6 +289,12 @@ func (d *Dispatcher) Run(ctx, work context.Context) error {
 			d.armDue(after)
 		case <-d.done.promoted:
 			d.drain(ctx, work, false)
+		case <-d.done.flushed:
+			if d.flowWait {
+				// The claim before was held back by flow control, which
+				// the rows just ended may have made room under.
+				d.drain(ctx, work, false)
+			}
 		case s := <-d.freed:
 			d.free(s)
 			switch {
@@ -320,6 +333,9 @@ func (d *Dispatcher) slot(ctx, work context.Context, r webhook.Delivery, s slotD
 		s.signal = signalOf(o)
 		if o.Kind == webhook.Defer {
 			s.parkFor = o.Delay
+		}
+		if o.Pause > 0 {
+			s.parkFor = o.Pause
 		}
 	}
 	d.done.add(done{row: r, outcome: o, label: d.label(r), capped: overCap})

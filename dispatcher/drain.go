@@ -65,6 +65,12 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 			return
 		}
 		claims++
+		d.flowWait = b.FlowWait > 0
+		if b.FlowWait > 0 {
+			// An endpoint under flow control had nothing granted: look
+			// again when it may have.
+			d.armDue(b.FlowWait)
+		}
 		d.fannedOut(b)
 		if b.Taken == 0 {
 			d.backlog, d.capped = false, d.cappedBy(q)

@@ -137,7 +137,8 @@ func (d *Dispatcher) parkedAt(id string, now time.Time) bool {
 // endpoints with no room or parked (their rows are not read).
 func (d *Dispatcher) query(limit int) webhook.Query {
 	now := d.cfg.Now()
-	q := webhook.Query{Limit: limit, Lease: d.cfg.Lease, Env: d.cfg.EnvEndpoint, Room: map[string]int{}, SkipEnv: !d.cfg.EnvEndpoint}
+	q := webhook.Query{Limit: limit, Lease: d.cfg.Lease, Env: d.cfg.EnvEndpoint, Room: map[string]int{}, SkipEnv: !d.cfg.EnvEndpoint,
+		EnvFlow: d.cfg.EnvFlow}
 	active := d.activeCount()
 	room := func(id string) int {
 		if d.parkedAt(id, now) {

@@ -77,8 +77,8 @@ func (s *Store) parseClientCert(sc outbox.ClientCert) (*tls.Certificate, error) 
 	return &cert, nil
 }
 
-// RunClientCerts reads the client certificates every clientCertsEvery
-// until ctx ends (the first read is the caller's LoadClientCerts, whose
+// RunClientCerts reads the client certificates (and the consumers' pauses,
+// LoadFlows) every clientCertsEvery until ctx ends (the first read is the caller's LoadClientCerts, whose
 // failure fails the start); a failed read is logged and tried at the next
 // tick. It returns nil when ctx ends.
 func (s *Store) RunClientCerts(ctx context.Context) error {
@@ -92,6 +92,9 @@ func (s *Store) RunClientCerts(ctx context.Context) error {
 		}
 		if err := s.LoadClientCerts(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("endpoints: client certificates not read", "error", err)
+		}
+		if err := s.LoadFlows(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("endpoints: pauses not read", "error", err)
 		}
 	}
 }

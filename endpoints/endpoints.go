@@ -9,14 +9,15 @@
 // disable.go, janitor.go).
 //
 // A secret enters only through Add and Update; nothing this package returns
-// holds one, and no error or log line quotes one, nor a URL.
+// holds one (but RotateKey the HMAC secret it made, for its consumer), and
+// no error or log line quotes one, nor a URL. A secret is an HMAC secret
+// or an ed25519 private key ("whsk_…", package signingkey): of the latter,
+// the public key its consumers verify with is shown (Signing).
 package endpoints
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,16 +102,6 @@ func New(cfg Config) (*Store, error) {
 // (webhook.Endpoint).
 type Endpoint = webhook.Endpoint
 
-// GenerateSecret returns a new signing secret: "whsec_" and the standard
-// base64 of 32 random bytes.
-func GenerateSecret() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate secret: %w", err)
-	}
-	return "whsec_" + base64.StdEncoding.EncodeToString(b), nil
-}
-
 // Add creates an endpoint (Create, without a client certificate).
 func (s *Store) Add(ctx context.Context, name, url string, events []string, secret string, retryRPS int) (Endpoint, error) {
 	return s.Create(ctx, NewEndpoint{Name: name, URL: url, Events: events, Secret: secret, RetryRPS: retryRPS})
@@ -121,7 +112,8 @@ type NewEndpoint struct {
 	Name, URL string
 	// Events nil or empty subscribes it to every event type.
 	Events []string
-	// Secret is its signing secret, stored sealed.
+	// Secret is its signing secret, stored sealed: an HMAC secret or an
+	// ed25519 private key (whsk_…).
 	Secret string
 	// RetryRPS 0 leaves WEBHOOK_RETRY_RPS in force.
 	RetryRPS int
@@ -132,6 +124,8 @@ type NewEndpoint struct {
 	// to its key: webhook.OrderingMoveOn ("" too, the default) or
 	// OrderingHold.
 	Ordering string
+	// Flow is its flow control across every worker; zero: none.
+	Flow webhook.Flow
 }
 
 // Create creates an endpoint, its secret and client key sealed for its id
@@ -140,7 +134,7 @@ type NewEndpoint struct {
 func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 	events, err := normalizeEvents(n.Events)
 	err = errors.Join(validateName(n.Name), err, validateSecret(n.Secret), validateRetryRPS(n.RetryRPS),
-		validateOrdering(n.Ordering, true))
+		validateOrdering(n.Ordering, true), validateFlow(n.Flow))
 	if err != nil {
 		return Endpoint{}, firstError(err)
 	}
@@ -157,7 +151,7 @@ func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 		return Endpoint{}, err
 	}
 	e, err := s.db.AddEndpoint(ctx, outbox.EndpointFields{ID: id, Name: n.Name, URL: n.URL, Secret: secret, EventTypes: events,
-		RetryRPS: n.RetryRPS, ClientCert: cert, Ordering: n.Ordering})
+		RetryRPS: n.RetryRPS, ClientCert: cert, Ordering: n.Ordering, Flow: n.Flow})
 	if err != nil {
 		return Endpoint{}, dbError("add endpoint", n.Name, err)
 	}
@@ -209,13 +203,20 @@ type Update struct {
 	ClientCert *ClientCert
 	// Ordering: webhook.OrderingMoveOn or OrderingHold.
 	Ordering *string
+	// Rate sets the rate, Rate requests every Per (a Rate of 0 clears
+	// it); Burst its burst; MaxInFlight the most requests in flight (0
+	// clears it). Only those fields of Rate are read.
+	Rate        *webhook.Flow
+	Burst       *int
+	MaxInFlight *int
 }
 
 // Update changes the endpoint named name and returns it. Bad values return
 // a *FieldError, an unknown name ErrNotFound, an empty Update a
 // *FieldError on "update".
 func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, error) {
-	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.ClientCert == nil && u.Ordering == nil {
+	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.ClientCert == nil && u.Ordering == nil &&
+		u.Rate == nil && u.Burst == nil && u.MaxInFlight == nil {
 		return Endpoint{}, invalid("update", "nothing to change")
 	}
 	// The URL rules are the database's (webhook_url_problem: the rules and
@@ -236,6 +237,17 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	if u.Ordering != nil {
 		errs = append(errs, validateOrdering(*u.Ordering, false))
 	}
+	var f webhook.Flow
+	if u.Rate != nil {
+		f.Rate, f.Per = u.Rate.Rate, u.Rate.Per
+	}
+	if u.Burst != nil {
+		f.Burst = *u.Burst
+	}
+	if u.MaxInFlight != nil {
+		f.MaxInFlight = *u.MaxInFlight
+	}
+	errs = append(errs, validateFlow(f))
 	if err := errors.Join(errs...); err != nil {
 		return Endpoint{}, firstError(err)
 	}
@@ -244,6 +256,11 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 		return Endpoint{}, err
 	}
 	change.URL, change.EventTypes, change.RetryRPS, change.Ordering = u.URL, events, u.RetryRPS, u.Ordering
+	change.Burst, change.MaxInFlight = u.Burst, u.MaxInFlight
+	if u.Rate != nil {
+		perS := int(u.Rate.Per / time.Second)
+		change.RateLimit, change.RatePerS = &u.Rate.Rate, &perS
+	}
 	e, err := s.db.UpdateEndpoint(ctx, name, change)
 	if errors.Is(err, outbox.ErrEndpointNotFound) {
 		return Endpoint{}, notFound(name)

@@ -11,6 +11,8 @@ type metrics struct {
 	// (LoadClientCerts, SecretUnreadable).
 	certDaysLeft     *prometheus.GaugeVec
 	secretUnreadable *prometheus.GaugeVec
+	// pausedUntil is set by RunClientCerts's reads (LoadFlows).
+	pausedUntil *prometheus.GaugeVec
 }
 
 // newMetrics registers the package's metrics with reg; nil registers
@@ -29,6 +31,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		secretUnreadable: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fluxora_webhook_endpoint_secret_unreadable",
 			Help: "1 while this worker cannot open the endpoint's secret with its key file: the endpoint's rows are kept pending, not attempted, until a worker holding the key sends them.",
+		}, []string{"endpoint"}),
+		pausedUntil: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fluxora_webhook_endpoint_paused_until_seconds",
+			Help: "When the pause its consumer asked for (429 or 503 with Retry-After) ends, as a Unix time, for each endpoint paused now, read every 10 s; no series while none is.",
 		}, []string{"endpoint"}),
 	}
 	for _, c := range causes {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/fluxora/webhook-worker/signingkey"
 	"github.com/fluxora/webhook-worker/webhook"
 )
 
@@ -71,6 +72,9 @@ func normalizeEvents(events []string) ([]string, error) {
 func validateSecret(secret string) error {
 	if secret == "" {
 		return invalid("secret", "must not be empty")
+	}
+	if err := signingkey.Check(secret); err != nil {
+		return invalid("secret", "%v", err) // never quotes the secret
 	}
 	return nil
 }

@@ -80,6 +80,7 @@ type Hush struct {
 	helpSQL string // helpSQL(cfg.Timeout)
 	want    chan bool
 	help    chan struct{}
+	drop    chan struct{}
 	helped  time.Time
 	conn    *pgx.Conn
 	used    time.Time // last successful round trip on conn
@@ -105,7 +106,8 @@ func NewHush(cfg HushConfig) (*Hush, error) {
 	if err := cfg.Registerer.Register(g); err != nil {
 		return nil, err
 	}
-	return &Hush{cfg: cfg, helpSQL: helpSQL(cfg.Timeout), want: make(chan bool, 1), help: make(chan struct{}, 1), hushed: g}, nil
+	return &Hush{cfg: cfg, helpSQL: helpSQL(cfg.Timeout), want: make(chan bool, 1), help: make(chan struct{}, 1),
+		drop: make(chan struct{}, 1), hushed: g}, nil
 }
 
 // Set asks for the lock to be held (busy) or released, without waiting; the
@@ -123,6 +125,17 @@ func (h *Hush) Set(busy bool) {
 func (h *Hush) Help() {
 	select {
 	case h.help <- struct{}{}:
+	default:
+	}
+}
+
+// Drop closes the Hush's connection, without waiting: the worker calls it
+// when its pool finds the server read-only or going away (a failover).
+// The lock is taken again, on a connection to a server that takes writes,
+// the next time Set asks for it.
+func (h *Hush) Drop() {
+	select {
+	case h.drop <- struct{}{}:
 	default:
 	}
 }
@@ -150,6 +163,8 @@ func (h *Hush) Run(ctx context.Context) error {
 			} else {
 				h.release(ctx)
 			}
+		case <-h.drop:
+			h.close()
 		case <-h.help:
 			if h.held && time.Since(h.helped) >= HushHelpInterval {
 				h.helped = time.Now()

@@ -107,3 +107,31 @@ func TestHush(t *testing.T) {
 		t.Fatal("a producer may notify while the new session holds the hush")
 	}
 }
+
+// Drop closes the Hush's session (the pool found its server read-only: a
+// failover), which releases the lock; the next Set(true) takes it on a
+// new session.
+func TestHushDrop(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	reg := prometheus.NewRegistry()
+	h := startHush(t, db, reg)
+	hushed := func() bool { return metric(t, reg, "fluxora_webhook_notify_hushed") == 1 }
+	sessions := func() int {
+		return db.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hush_test' AND datname = current_database()")
+	}
+	h.Set(true)
+	waitfor.True(t, 10*time.Second, "hush held", hushed)
+	h.Drop()
+	waitfor.True(t, 10*time.Second, "hush not held after Drop", func() bool { return !hushed() })
+	waitfor.True(t, 10*time.Second, "its session gone", func() bool { return sessions() == 0 })
+	if !producerMayNotify(t, db) {
+		t.Fatal("a producer cannot notify after the drop")
+	}
+	h.Set(false)
+	h.Set(true)
+	waitfor.True(t, 10*time.Second, "hush held on a new session", hushed)
+	if producerMayNotify(t, db) {
+		t.Fatal("a producer may notify while the new session holds the hush")
+	}
+}

@@ -9,6 +9,10 @@
 // once more so that rows inserted while it was disconnected are claimed at
 // once.
 //
+// Drop closes the connection and connects again at once: the worker calls
+// it when its pool finds the server read-only or going away (a failover),
+// so that the listener leaves a node no producer writes to any more.
+//
 // Before that, it checks that the connection really hears (see Config.Probe):
 // a LISTEN through PgBouncer in transaction mode is accepted and then hears
 // nothing. Run returns ErrDeaf rather than run deaf.
@@ -73,6 +77,9 @@ type Listener struct {
 	ready     chan struct{} // closed at the first verified LISTEN
 	readyOnce sync.Once
 	deaf      context.CancelCauseFunc // ends Run with ErrDeaf; set by Run
+
+	dropMu sync.Mutex
+	drop   context.CancelFunc // ends the connection of the moment; set by Run
 }
 
 // New returns a Listener or an error naming the missing field.
@@ -99,9 +106,10 @@ func (l *Listener) Wake() <-chan struct{} { return l.wake }
 // Connected reports whether LISTEN is active on a live connection.
 func (l *Listener) Connected() bool { return l.connected.Load() }
 
-// Run listens until ctx ends, reconnecting after every failure. It returns
-// nil when ctx is cancelled, and an error wrapping ErrDeaf as soon as a
-// connection turns out deaf, at the start or after a reconnect.
+// Run listens until ctx ends, reconnecting after every failure and at
+// once after Drop. It returns nil when ctx is cancelled, and an error
+// wrapping ErrDeaf as soon as a connection turns out deaf, at the start or
+// after a reconnect.
 func (l *Listener) Run(ctx context.Context) error {
 	ctx, deaf := context.WithCancelCause(ctx)
 	defer deaf(nil)
@@ -121,15 +129,42 @@ func (l *Listener) Run(ctx context.Context) error {
 		ReconnectDelay: l.cfg.ReconnectDelay,
 	}
 	pl.Handle(l.cfg.Channel, handler{l})
-	err := pl.Listen(ctx)
-	l.setConnected(false)
-	if cause := context.Cause(ctx); errors.Is(cause, ErrDeaf) {
-		return cause
+	for {
+		// One round per Drop: pgxlisten reconnects by itself after a
+		// failure, but cannot be told to leave a connection that works.
+		round, drop := context.WithCancel(ctx)
+		l.setDrop(drop)
+		err := pl.Listen(round)
+		dropped := round.Err() != nil && ctx.Err() == nil
+		drop()
+		l.setConnected(false)
+		if cause := context.Cause(ctx); errors.Is(cause, ErrDeaf) {
+			return cause
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !dropped {
+			return err
+		}
 	}
-	if ctx.Err() != nil {
-		return nil
+}
+
+// Drop closes the listener's connection, if any, and has Run connect
+// again at once, without waiting ReconnectDelay. It does not wait.
+func (l *Listener) Drop() {
+	l.dropMu.Lock()
+	defer l.dropMu.Unlock()
+	if l.drop != nil {
+		l.setConnected(false)
+		l.drop()
 	}
-	return err
+}
+
+func (l *Listener) setDrop(drop context.CancelFunc) {
+	l.dropMu.Lock()
+	defer l.dropMu.Unlock()
+	l.drop = drop
 }
 
 func (l *Listener) setConnected(v bool) {

@@ -132,6 +132,49 @@ func TestListener(t *testing.T) {
 		b.db.Insert(t, "e", `{}`)
 		waitWake(t, l, "insert after reconnect")
 	})
+
+	// Drop leaves a connection that still works (the pool found its server
+	// read-only: a failover) and LISTENs again on a new one at once,
+	// without counting a connection error.
+	t.Run("Drop reconnects at once", func(t *testing.T) {
+		t.Parallel()
+		l, b := setup(t)
+		waitWake(t, l, "connect")
+		before := listenerPIDs(t, b.db)
+		if len(before) != 1 {
+			t.Fatalf("listener sessions %v, want 1", before)
+		}
+		l.Drop()
+		if l.Connected() {
+			t.Fatal("connected right after Drop")
+		}
+		waitWake(t, l, "backlog wake after the drop")
+		waitfor.True(t, 10*time.Second, "listener connected again", l.Connected)
+		waitfor.True(t, 10*time.Second, "the dropped session gone, one new", func() bool {
+			after := listenerPIDs(t, b.db)
+			return len(after) == 1 && after[0] != before[0]
+		})
+		if n := metric(t, b.reg, "fluxora_webhook_listener_connects_total"); n != 2 {
+			t.Fatalf("connects %v, want 2", n)
+		}
+		if n := metric(t, b.reg, "fluxora_webhook_listener_errors_total"); n != 0 {
+			t.Fatalf("errors %v after a drop, want 0", n)
+		}
+		b.db.Insert(t, "e", `{}`)
+		waitWake(t, l, "insert after the drop")
+	})
+}
+
+// listenerPIDs are the backends of the test's listener.
+func listenerPIDs(t *testing.T, db *testdb.DB) []int32 {
+	t.Helper()
+	var pids []int32
+	err := db.Pool.QueryRow(context.Background(), `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+		WHERE application_name = 'listener_test' AND datname = current_database()`).Scan(&pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
 }
 
 // metric reads a counter's or a gauge's value.

@@ -69,6 +69,8 @@ type EndpointFields struct {
 	Ordering string
 	// ClientCert is its client certificate for mutual TLS; nil: none.
 	ClientCert *StoredCert
+	// Flow is its flow control; zero: none.
+	Flow webhook.Flow
 }
 
 // StoredCert is a client certificate as the catalog writes it.
@@ -107,6 +109,7 @@ func (s *Store) AddEndpoint(ctx context.Context, f EndpointFields) (webhook.Endp
 	}
 	return s.oneEndpoint(ctx, addEndpointSQL, certArgs(pgx.NamedArgs{
 		"id": nullID(f.ID), "name": f.Name, "url": f.URL, "secret": f.Secret, "event_types": events, "retry_rps": f.RetryRPS, "ordering": f.Ordering,
+		"rate_limit": f.Flow.Rate, "rate_period_s": int(f.Flow.Per / time.Second), "rate_burst": f.Flow.Burst, "max_in_flight": f.Flow.MaxInFlight,
 	}, f.ClientCert), f.Name)
 }
 
@@ -145,6 +148,10 @@ type EndpointChange struct {
 	ID string
 	// Ordering: webhook.OrderingMoveOn or OrderingHold.
 	Ordering *string
+	// RateLimit sets the rate, RateLimit requests every RatePerS seconds
+	// (0 clears it); Burst its burst; MaxInFlight the most in flight (0
+	// clears it).
+	RateLimit, RatePerS, Burst, MaxInFlight *int
 }
 
 // UpdateEndpoint changes the endpoint named name (update_endpoint) and
@@ -152,6 +159,7 @@ type EndpointChange struct {
 func (s *Store) UpdateEndpoint(ctx context.Context, name string, c EndpointChange) (webhook.Endpoint, error) {
 	return s.oneEndpoint(ctx, updateEndpointSQL, certArgs(pgx.NamedArgs{
 		"name": name, "url": c.URL, "event_types": c.EventTypes, "retry_rps": c.RetryRPS, "secret": c.Secret, "id": nullID(c.ID), "ordering": c.Ordering,
+		"rate_limit": c.RateLimit, "rate_period_s": c.RatePerS, "rate_burst": c.Burst, "max_in_flight": c.MaxInFlight,
 	}, c.ClientCert), name)
 }
 

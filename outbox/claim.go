@@ -27,8 +27,12 @@ const nextDueMaxMS = 24 * 60 * 60 * 1000
 // holds a delivery) or the events' (no event is due). It returns an empty
 // Batch and no error when nothing is due.
 func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, error) {
+	var wait time.Duration
 	rows, err := retryMoved(ctx, func() ([]claimRow, error) {
-		if q.Env && !q.SkipEnv && s.plain.Load() {
+		wait = 0
+		// The plain path does not hold the WEBHOOK_URL endpoint to flow
+		// control: with limits of its own it is not tried.
+		if q.Env && !q.SkipEnv && !q.EnvFlow.Limited() && s.plain.Load() {
 			rows, err := s.claimRows(ctx, q, claimPlain)
 			if err != nil || len(rows) > 0 {
 				// Open: it took what there was, or says nothing is due.
@@ -47,12 +51,12 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 			// steps alone.
 			steps, leftOutDue = claimSteps[1:], queued
 		}
-		rows, err := s.claimRows(ctx, q, steps...)
+		rows, err := s.claimFlowing(ctx, q, &wait, steps...)
 		if err == nil && leftOutDue(rows) {
 			if !tookAny(rows) {
 				// What they left out has work and nothing else did: every
 				// step, now.
-				rows, err = s.claimRows(ctx, q, claimSteps...)
+				rows, err = s.claimFlowing(ctx, q, &wait, claimSteps...)
 			} else {
 				// The dispatcher claims again at once, every step (or the
 				// plain path, if the rows taken open it: it looks at the
@@ -74,6 +78,7 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 	}
 	// Pending deliveries of this fan-out are due at once.
 	b.More = b.More || b.Deliveries > b.Fresh
+	b.FlowWait = wait
 	if len(b.Broken) > 0 {
 		// Its batch mates are leased already and go on.
 		b.BrokenErr = s.deadLetterBroken(ctx, b.Broken, tokens)
@@ -253,6 +258,123 @@ const (
 	stateStatus = "status"
 )
 
+// The statements of flow control (queries/flow.sql) that run before and
+// after the claim's steps.
+var claimFlow, claimFlowProbe, claimSettle = statement("claim_flow"), statement("claim_flow_probe"), statement("claim_settle")
+
+// flowRow is claim_flow's row (and claim_flow_probe's), and
+// claim_settle's (settled alone).
+type flowRow struct {
+	Granted bool `db:"granted"`
+	// WaitMS is how soon an endpoint granted nothing may be granted some.
+	WaitMS *int64 `db:"wait_ms"`
+	Made   int64  `db:"made"`
+	// Flow says something is under flow control.
+	Flow    bool  `db:"flow"`
+	Settled int64 `db:"settled"`
+}
+
+func (r *flowRow) field(col string) any {
+	switch col {
+	case "granted":
+		return &r.Granted
+	case "wait_ms":
+		return &r.WaitMS
+	case "made":
+		return &r.Made
+	case "flow":
+		return &r.Flow
+	case "settled":
+		return &r.Settled
+	}
+	return nil
+}
+
+// claimFlowing runs the claim's steps between claim_flow and claim_settle,
+// all together, and returns the steps' rows; wait is set to claim_flow's
+// wait_ms. While the claims before found nothing under flow control, the
+// steps run after claim_flow_probe alone, which costs less; when it finds
+// something they take nothing, and run again at once with claim_flow.
+func (s *Store) claimFlowing(ctx context.Context, q webhook.Query, wait *time.Duration, steps ...named) ([]claimRow, error) {
+	flowing := s.flow.Load() || q.EnvFlow.Limited()
+	rows, flow, err := s.claimWith(ctx, q, wait, flowing, steps)
+	if err == nil && (!flowing && flow.Flow || flow.Made > 0) {
+		// Flow control found, or an endpoint's state made, by a claim that
+		// could grant nothing: once more, granting (the rows the first
+		// took, events fanned out to pending deliveries, are kept).
+		var again []claimRow
+		again, _, err = s.claimWith(ctx, q, wait, true, steps)
+		rows = append(rows, again...)
+	}
+	return rows, err
+}
+
+// claimWith runs steps between claim_flow and claim_settle (flowing), or
+// after claim_flow_probe, and returns the first's row too.
+func (s *Store) claimWith(ctx context.Context, q webhook.Query, wait *time.Duration, flowing bool, steps []named) (
+	_ []claimRow, flow flowRow, err error,
+) {
+	params := claimArgs(q)
+	batch := &pgx.Batch{}
+	all := append([]named{claimFlowProbe}, steps...)
+	if flowing {
+		all = append(append([]named{claimFlow}, steps...), claimSettle)
+	}
+	for _, st := range all {
+		args, err := st.args(params)
+		if err != nil {
+			return nil, flow, fmt.Errorf("claim: %w", err)
+		}
+		batch.Queue(st.sql, args...)
+	}
+	br := s.pool.SendBatch(ctx, batch)
+	defer br.Close()
+	if flow, err = readFlow(br, 4); err != nil {
+		return nil, flow, fmt.Errorf("claim: %w", err)
+	}
+	s.flow.Store(flow.Flow)
+	*wait = 0
+	if flow.WaitMS != nil {
+		*wait = time.Duration(min(max(*flow.WaitMS, 1), nextDueMaxMS)) * time.Millisecond
+	}
+	out := make([]claimRow, 0, min(q.Limit, 128))
+	for range steps {
+		rows, err := br.Query()
+		if err == nil {
+			out, err = appendByName(out, rows, claimRowFields)
+		}
+		if err != nil {
+			return nil, flow, fmt.Errorf("claim: %w", err)
+		}
+	}
+	if flowing {
+		if _, err := readFlow(br, 1); err != nil {
+			return nil, flow, fmt.Errorf("claim: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, flow, fmt.Errorf("claim: %w", err)
+	}
+	return out, flow, nil
+}
+
+// readFlow reads the one row of the batch's next result, of columns
+// columns of flowRow's.
+func readFlow(br pgx.BatchResults, columns int) (flowRow, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return flowRow{}, err
+	}
+	got, err := appendByName([]flowRow(nil), rows, columns)
+	if err != nil {
+		return flowRow{}, err
+	}
+	if len(got) != 1 {
+		return flowRow{}, fmt.Errorf("flow control returned %d rows, not 1", len(got))
+	}
+	return got[0], nil
+}
+
 // claimRows runs steps, together, and returns their rows.
 func (s *Store) claimRows(ctx context.Context, q webhook.Query, steps ...named) ([]claimRow, error) {
 	named := claimArgs(q)
@@ -381,8 +503,10 @@ func claimArgs(q webhook.Query) pgx.NamedArgs {
 	if q.SkipEnv || !q.Env {
 		envRoom = 0
 	}
+	f := q.EnvFlow
 	return pgx.NamedArgs{"limit": q.Limit, "lease_ms": q.Lease.Milliseconds(), "skip": skip, "room": room,
-		"default_room": cmp.Or(q.DefaultRoom, q.Limit), "env_room": envRoom, "env": q.Env}
+		"default_room": cmp.Or(q.DefaultRoom, q.Limit), "env_room": envRoom, "env": q.Env,
+		"env_rate": f.Rate, "env_period_s": max(int(f.Per/time.Second), 1), "env_burst": f.Burst, "env_max_in_flight": f.MaxInFlight}
 }
 
 // decodeTimes sets r's times from the claim's, or says why the worker

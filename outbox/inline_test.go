@@ -11,11 +11,11 @@ import (
 	"github.com/fluxora/webhook-worker/internal/testdb"
 )
 
-// storeFunctions are the functions of migrations 022 and 024 the statements call.
+// storeFunctions are the functions of migrations 022, 024 and 028 the statements call.
 // Each must be inlined by the planner: a call left in the plan is a
 // function scan or a call per row that no index serves.
 var storeFunctions = []string{"webhook_endpoint_name", "webhook_endpoint_shown", "webhook_outbox_pending_rows", "webhook_fan_out_in_flight",
-	"webhook_subscribed"}
+	"webhook_subscribed", "webhook_queues", "webhook_flow_room", "webhook_flow_key", "webhook_flow_tokens"}
 
 // TestStoreFunctionsAreInlined prepares every statement that calls one of
 // storeFunctions, with its parameters' types as PostgreSQL infers them,

@@ -142,6 +142,10 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 			return nil, fmt.Errorf("record outcomes: %w", err)
 		}
 	}
+	pause, err := pauseArgs(outcomes)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
 	done, err := retryMoved(ctx, func() (map[int64]bool, error) {
 		done := make(map[int64]bool, len(outcomes))
 		// One round trip, one transaction: with keyed rows, the lanes'
@@ -160,6 +164,9 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 		if len(keys) > 0 {
 			b.Queue(promoteStmt.sql, promote...)
 		}
+		if pause != nil {
+			b.Queue(pauseStmt.sql, pause...)
+		}
 		if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 			return nil, fmt.Errorf("record outcomes: %w", err)
 		}
@@ -173,6 +180,29 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 		written[i] = done[o.ID]
 	}
 	return written, nil
+}
+
+// pauseStmt pauses the endpoints whose consumers asked for it
+// (queries/flow.sql).
+var pauseStmt = statement("pause")
+
+// pauseArgs are pause's arguments for the outcomes that pause their
+// endpoint (Pause), the longest of each; nil when none does.
+func pauseArgs(outcomes []webhook.Outcome) ([]any, error) {
+	longest := map[string]time.Duration{}
+	for _, o := range outcomes {
+		if o.Pause > 0 {
+			longest[o.EndpointID] = max(longest[o.EndpointID], o.Pause)
+		}
+	}
+	if len(longest) == 0 {
+		return nil, nil
+	}
+	endpoints, ms := make([]string, 0, len(longest)), make([]int64, 0, len(longest))
+	for id, d := range longest {
+		endpoints, ms = append(endpoints, id), append(ms, min(d, maxDelay).Milliseconds())
+	}
+	return pauseStmt.args(pgx.NamedArgs{"endpoints": endpoints, "pause_ms": ms})
 }
 
 // lanesOf lists the lanes (endpoint id, "" for the WEBHOOK_URL endpoint;

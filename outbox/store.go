@@ -41,6 +41,9 @@ type Store struct {
 	// not): the next claim runs the events' steps alone, and all of them
 	// once they find one.
 	noQueues atomic.Bool
+	// flow says the last claim found something under flow control: the
+	// next runs claim_flow (queries/flow.sql), not its probe.
+	flow atomic.Bool
 	// consoleURL is the console's base URL the operator events carry
 	// (SetConsoleURL); "": none.
 	consoleURL string

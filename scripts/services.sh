@@ -4,7 +4,8 @@
 # binary is installed (the tests start private ones: internal/pgbouncer),
 # chromium (the console's browser test), podman with runc (the image
 # test builds and runs the worker's container image), and promtool
-# (internal/doccheck checks deploy/prometheus/alerts.yml with it).
+# (internal/doccheck checks deploy/prometheus/alerts.yml with it), node and
+# python3 with its cryptography package (internal/docsnippets).
 # Exits non-zero when one cannot be had: tests must fail, never skip,
 # without their services.
 # Honors TEST_DATABASE_URL / TEST_REDIS_URL only for the checks' hosts when
@@ -63,6 +64,22 @@ if ! command -v promtool >/dev/null; then
 fi
 command -v promtool >/dev/null || { echo "services: promtool is missing and could not be installed" >&2; exit 1; }
 
+# internal/docsnippets runs the ed25519 snippets of docs/consumers.md with
+# node and with a python3 that has the cryptography package (the one on
+# PATH, or Debian's /usr/bin/python3 with python3-cryptography).
+if ! command -v node >/dev/null; then
+  echo "services: installing nodejs" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs) >&2
+fi
+command -v node >/dev/null || { echo "services: node is missing and could not be installed" >&2; exit 1; }
+has_crypto() { command -v "$1" >/dev/null && "$1" -c 'import cryptography.hazmat.primitives.asymmetric.ed25519' 2>/dev/null; }
+if ! has_crypto python3 && ! has_crypto /usr/bin/python3; then
+  echo "services: installing python3-cryptography" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-cryptography) >&2
+fi
+has_crypto python3 || has_crypto /usr/bin/python3 ||
+  { echo "services: no python3 with the cryptography package, and it could not be installed" >&2; exit 1; }
+
 if [ -z "${TEST_DATABASE_URL:-}" ] && ! pg_up; then
   echo "services: starting PostgreSQL" >&2
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start >&2 || true
@@ -75,4 +92,4 @@ if [ -z "${TEST_REDIS_URL:-}" ] && ! redis_up; then
 fi
 if [ -z "${TEST_DATABASE_URL:-}" ]; then pg_up || { echo "services: PostgreSQL unreachable" >&2; exit 1; }; fi
 if [ -z "${TEST_REDIS_URL:-}" ]; then redis_up || { echo "services: Redis unreachable" >&2; exit 1; }; fi
-echo "services: PostgreSQL and Redis are up; pgbouncer, chromium, podman and promtool are installed" >&2
+echo "services: PostgreSQL and Redis are up; pgbouncer, chromium, podman, promtool, node and python3-cryptography are installed" >&2

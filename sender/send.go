@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"hash"
 	"io"
 	"net/http"
 	"strconv"
@@ -224,18 +223,19 @@ func header(r Request, families Headers, ts string, sig Signatures) http.Header 
 func (s *Sender) newRequest(ctx context.Context, r Request) *http.Request {
 	clock := s.now()
 	now := clock.Unix()
-	sg := s.signers.Get().(*signer)
-	ts, fluxSig := sg.sign(now, r.Payload)
-	s.signers.Put(sg)
-	sig := Signatures{Fluxora: fluxSig}
+	var ts string
+	var sig Signatures
+	if s.headers&FluxoraHeaders != 0 {
+		sg := s.signers.Get().(*signer)
+		ts, sig.Fluxora = sg.sign(now, r.Payload)
+		s.signers.Put(sg)
+	} else {
+		ts = strconv.FormatInt(now, 10)
+	}
 	if s.headers&StandardHeaders != 0 {
-		mac := s.stdMACs.Get().(hash.Hash)
-		sig.Standard = signStandard(mac, r.DeliveryID, now, r.Payload)
-		s.stdMACs.Put(mac)
-		if s.prevKey != nil && clock.Before(s.prevUntil) {
-			mac := s.prevMACs.Get().(hash.Hash)
-			sig.Standard += " " + signStandard(mac, r.DeliveryID, now, r.Payload) // the new one first
-			s.prevMACs.Put(mac)
+		sig.Standard = s.current.sign(r.DeliveryID, now, r.Payload)
+		if s.previous != nil && clock.Before(s.prevUntil) {
+			sig.Standard += " " + s.previous.sign(r.DeliveryID, now, r.Payload) // the new one first
 		}
 	}
 	h := header(r, s.headers, ts, sig)

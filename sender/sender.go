@@ -10,7 +10,9 @@
 // Each request also carries the Standard Webhooks headers (webhook-id,
 // webhook-timestamp, webhook-signature; see SignStandard), and, while a
 // rotated-out secret is in its grace period (Config.PreviousSecret), a
-// second webhook-signature keyed with it.
+// second webhook-signature keyed with it. A secret that is an ed25519
+// private key ("whsk_…") signs webhook-signature alone, "v1a," (see
+// SignEd25519).
 //
 // PerEndpoint sends each delivery (webhook.Delivery) with the Sender of
 // its endpoint, made on first use and kept, a bounded number of them.
@@ -67,8 +69,11 @@ const (
 type Config struct {
 	// URL is the consumer endpoint. Required; it must pass ValidateURL.
 	URL string
-	// Secret is the HMAC-SHA256 key of the signature. Required, non-empty.
-	// New copies it.
+	// Secret is the HMAC-SHA256 key of the signatures, or an ed25519
+	// private key ("whsk_…", see package signingkey), which signs
+	// webhook-signature with "v1a,": its requests carry the Standard
+	// Webhooks headers whatever Headers says, and no x-fluxora-signature
+	// (x-fluxora-timestamp stays). Required, non-empty. New copies it.
 	Secret []byte
 	// Timeout bounds one Send: connecting, writing the request, waiting
 	// for the response and reading its body. Defaults to 10s
@@ -114,7 +119,8 @@ type Config struct {
 	LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
 	// PreviousSecret is the secret a rotation replaced. Until
 	// PreviousUntil (by Now), webhook-signature carries a second
-	// signature keyed with it, after the one keyed with Secret;
+	// signature keyed with it, after the one keyed with Secret, each by
+	// its own scheme (an HMAC secret "v1,", an ed25519 key "v1a,");
 	// x-fluxora-signature always uses Secret alone. Empty: none.
 	PreviousSecret []byte
 	// PreviousUntil ends PreviousSecret's grace period; required with it.
@@ -165,13 +171,12 @@ type Sender struct {
 	transport http.RoundTripper
 	signers   sync.Pool // of *signer keyed with secret
 	headers   Headers
-	stdKey    []byte    // StandardKey(secret)
-	stdMACs   sync.Pool // of hash.Hash keyed with stdKey
-	// prevKey is StandardKey(Config.PreviousSecret), nil without one; it
-	// signs beside stdKey while now is before prevUntil.
-	prevKey   []byte
+	// current signs webhook-signature with Config.Secret; previous, nil
+	// without a Config.PreviousSecret, beside it while now is before
+	// prevUntil. Each by its own scheme ("v1," or "v1a,").
+	current   *standardSigner
+	previous  *standardSigner
 	prevUntil time.Time
-	prevMACs  sync.Pool // of hash.Hash keyed with prevKey
 	// target is the URL's attributes of an attempt's span (spanTarget).
 	target []attribute.KeyValue
 	// certAsked is set once a consumer asked this sender for a client
@@ -220,15 +225,16 @@ func New(cfg Config) (*Sender, error) {
 	}
 	s.transport = transport
 	s.signers.New = func() any { return &signer{mac: hmac.New(sha256.New, s.secret)} }
-	s.headers = cfg.Headers
-	if s.headers == 0 {
-		s.headers = FluxoraHeaders | StandardHeaders
+	s.headers = cmp.Or(cfg.Headers, FluxoraHeaders|StandardHeaders)
+	s.current = newStandardSigner(s.secret)
+	if s.current.ed != nil {
+		// An ed25519 key signs webhook-signature alone: x-fluxora-signature
+		// is an HMAC, which its consumers, holding the public key, could
+		// not check.
+		s.headers = StandardHeaders
 	}
-	s.stdKey = StandardKey(s.secret)
-	s.stdMACs.New = func() any { return hmac.New(sha256.New, s.stdKey) }
 	if len(cfg.PreviousSecret) > 0 {
-		s.prevKey, s.prevUntil = StandardKey(cfg.PreviousSecret), cfg.PreviousUntil
-		s.prevMACs.New = func() any { return hmac.New(sha256.New, s.prevKey) }
+		s.previous, s.prevUntil = newStandardSigner(cfg.PreviousSecret), cfg.PreviousUntil
 	}
 	return s, nil
 }

@@ -360,14 +360,21 @@ CREATE TABLE public.webhook_endpoints (
     secret_unreadable_at timestamp with time zone,
     failing_noted_at timestamp with time zone,
     certificate_noted_at timestamp with time zone,
+    rate_limit integer,
+    rate_period_s integer,
+    rate_burst integer DEFAULT 0 NOT NULL,
+    max_in_flight integer,
     CONSTRAINT webhook_endpoints_client_cert_valid CHECK ((((client_cert IS NULL) = (client_key IS NULL)) AND ((client_cert IS NULL) = (client_cert_not_after IS NULL)) AND (client_key ~~ 'fxsealed:%'::text))),
     CONSTRAINT webhook_endpoints_created_at_range CHECK (((created_at IS NULL) OR ((created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.created_at'::text, created_at))),
     CONSTRAINT webhook_endpoints_disabled_at_range CHECK (((disabled_at IS NULL) OR ((disabled_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (disabled_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.disabled_at'::text, disabled_at))),
     CONSTRAINT webhook_endpoints_event_types_valid CHECK (public.webhook_event_types_valid(event_types)),
     CONSTRAINT webhook_endpoints_failing_since_range CHECK (((failing_since IS NULL) OR ((failing_since >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (failing_since < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.failing_since'::text, failing_since))),
     CONSTRAINT webhook_endpoints_last_error_at_range CHECK (((last_error_at IS NULL) OR ((last_error_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (last_error_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.last_error_at'::text, last_error_at))),
+    CONSTRAINT webhook_endpoints_max_in_flight_check CHECK (((max_in_flight >= 1) AND (max_in_flight <= 100000))),
     CONSTRAINT webhook_endpoints_name_valid CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
     CONSTRAINT webhook_endpoints_ordering_valid CHECK ((ordering = ANY (ARRAY['move-on'::text, 'hold'::text]))),
+    CONSTRAINT webhook_endpoints_rate_burst_check CHECK (((rate_burst >= 0) AND (rate_burst <= 1000000))),
+    CONSTRAINT webhook_endpoints_rate_check CHECK ((((rate_limit IS NULL) AND (rate_period_s IS NULL)) OR (((rate_limit >= 1) AND (rate_limit <= 1000000)) AND (rate_period_s = ANY (ARRAY[1, 60]))))),
     CONSTRAINT webhook_endpoints_retry_rps_positive CHECK (((retry_rps IS NULL) OR (retry_rps >= 1))),
     CONSTRAINT webhook_endpoints_secret_not_empty CHECK ((secret <> ''::text)),
     CONSTRAINT webhook_endpoints_secret_previous_until_range CHECK (((secret_previous_until IS NULL) OR ((secret_previous_until >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (secret_previous_until < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.secret_previous_until'::text, secret_previous_until))),
@@ -554,6 +561,40 @@ BEGIN
         OR webhook_time_bad(last_error_at) OR webhook_time_bad(disabled_at) OR webhook_time_bad(secret_previous_until);
     RETURN v_moved;
 END;
+$$;
+
+
+--
+-- Name: webhook_flow_key(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_flow_key(p_endpoint uuid) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce(p_endpoint, '00000000-0000-0000-0000-000000000000')::text
+$$;
+
+
+--
+-- Name: webhook_flow_room(jsonb, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_flow_room(p_grants jsonb, p_endpoint uuid, p_room integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN p_grants IS NULL THEN p_room
+        ELSE least(p_room, coalesce((coalesce(p_grants -> webhook_flow_key(p_endpoint), p_grants -> '*') #>> '{}')::int, p_room)) END
+$$;
+
+
+--
+-- Name: webhook_flow_tokens(double precision, timestamp with time zone, timestamp with time zone, double precision, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_flow_tokens(p_tokens double precision, p_since timestamp with time zone, p_at timestamp with time zone, p_per_s double precision, p_cap integer) RETURNS double precision
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT least(p_cap::double precision, p_tokens + greatest(EXTRACT(EPOCH FROM p_at - p_since)::double precision, 0) * p_per_s)
 $$;
 
 
@@ -1460,6 +1501,32 @@ $_$;
 
 
 --
+-- Name: webhook_queues(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_queues() RETURNS SETOF uuid
+    LANGUAGE sql STABLE
+    AS $$
+    WITH RECURSIVE queues(endpoint_id) AS (
+        (SELECT o.endpoint_id
+         FROM webhook_outbox o
+         WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held
+         ORDER BY o.endpoint_id
+         LIMIT 1)
+        UNION ALL
+        SELECT (SELECT o.endpoint_id
+                FROM webhook_outbox o
+                WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id AND NOT o.held
+                ORDER BY o.endpoint_id
+                LIMIT 1)
+        FROM queues q
+        WHERE q.endpoint_id IS NOT NULL
+    )
+    SELECT endpoint_id FROM queues WHERE endpoint_id IS NOT NULL
+$$;
+
+
+--
 -- Name: webhook_state_refuse(text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1625,6 +1692,21 @@ CREATE SEQUENCE public.webhook_dead_letter_id_seq
 --
 
 ALTER SEQUENCE public.webhook_dead_letter_id_seq OWNED BY public.webhook_dead_letter.id;
+
+
+--
+-- Name: webhook_flow; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_flow (
+    endpoint_id uuid NOT NULL,
+    tokens double precision DEFAULT 0 NOT NULL,
+    refilled_at timestamp with time zone DEFAULT now() NOT NULL,
+    in_flight bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    granted_at timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
+    granted_n integer[] DEFAULT '{}'::integer[] NOT NULL,
+    paused_until timestamp with time zone
+);
 
 
 --
@@ -1863,6 +1945,14 @@ ALTER TABLE ONLY public.webhook_endpoints
 
 
 --
+-- Name: webhook_flow webhook_flow_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_flow
+    ADD CONSTRAINT webhook_flow_pkey PRIMARY KEY (endpoint_id);
+
+
+--
 -- Name: webhook_history_staged webhook_history_staged_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1956,6 +2046,20 @@ CREATE INDEX webhook_dead_letter_endpoint_id_idx ON public.webhook_dead_letter U
 --
 
 CREATE INDEX webhook_dead_letter_holding_idx ON public.webhook_dead_letter USING btree (endpoint_id, ordering_key) WHERE ((ordering_key IS NOT NULL) AND (NOT order_broken) AND (NOT fan_out));
+
+
+--
+-- Name: webhook_endpoints_flow_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_endpoints_flow_idx ON public.webhook_endpoints USING btree (id) WHERE ((rate_limit IS NOT NULL) OR (max_in_flight IS NOT NULL));
+
+
+--
+-- Name: webhook_flow_paused_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_flow_paused_idx ON public.webhook_flow USING btree (paused_until) WHERE (paused_until IS NOT NULL);
 
 
 --

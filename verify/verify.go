@@ -13,16 +13,27 @@
 // id + "." + timestamp + "." + body, keyed with the base64 part of a whsec_
 // secret, or the secret's bytes otherwise) is verified by those.
 //
+// An endpoint that signs with ed25519 (Standard Webhooks' asymmetric
+// scheme) gives its consumers a public key, "whpk_" and the base64 of its
+// 32 bytes: a Verifier whose Secret is that key checks the "v1a,"
+// signatures of webhook-signature (the ed25519 signature of the same id +
+// "." + timestamp + "." + body, in base64). It cannot sign: a leak at the
+// consumer cannot forge a delivery. Such requests carry no
+// x-fluxora-signature.
+//
 // During a secret rotation, Previous is accepted until PreviousUntil; after
 // it, a request signed with it only fails with ErrPreviousExpired. While the
 // worker's grace period lasts, its webhook-signature carries a signature
 // with each secret: a Verifier still holding only the old secret accepts the
 // request by that header, though x-fluxora-signature is the new secret's.
+// Secret and Previous may be of either kind (a rotation from a shared
+// secret to a key pair, or back).
 package verify
 
 import (
 	"bytes"
 	"cmp"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -34,6 +45,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fluxora/webhook-worker/signingkey"
 )
 
 const (
@@ -53,19 +66,25 @@ var (
 	// ErrPreviousExpired: the request is signed with the previous secret,
 	// whose grace period (PreviousUntil) is over.
 	ErrPreviousExpired = errors.New("verify: signed with the previous secret, whose grace period is over")
+	// ErrBadKey: Secret or Previous starts with "whpk_" but is not an
+	// ed25519 public key (the base64 of 32 bytes after the prefix).
+	ErrBadKey = errors.New("verify: a whpk_ key must be whpk_ and the base64 of a 32-byte ed25519 public key")
 )
 
 // Verifier checks requests signed with Secret.
 type Verifier struct {
-	// Secret is WEBHOOK_SECRET. Required.
+	// Secret is the endpoint's secret (a whsec_ secret, or WEBHOOK_SECRET)
+	// or, for an endpoint that signs with ed25519, its public key
+	// ("whpk_…"), which checks the "v1a," signatures of webhook-signature
+	// alone. Required.
 	Secret []byte
 	// Tolerance is the largest accepted clock difference. Defaults to
 	// ToleranceDefault (300s).
 	Tolerance time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
-	// Previous is the secret before a rotation, accepted until
-	// PreviousUntil (the worker's grace period). Optional.
+	// Previous is the secret (or public key) before a rotation, accepted
+	// until PreviousUntil (the worker's grace period). Optional.
 	Previous      []byte
 	PreviousUntil time.Time
 }
@@ -151,14 +170,47 @@ func (v *Verifier) timestamp(text string) (int64, time.Time, error) {
 	return sec, ts, nil
 }
 
-// secrets tries sign with the secret, then the previous one: nil when one
+// key is a Secret or Previous as it verifies: an HMAC secret, or an
+// ed25519 public key (whpk_…).
+type key struct {
+	secret []byte            // the HMAC secret when public is nil
+	public ed25519.PublicKey // nil for a secret
+}
+
+// readKey reads b: a whpk_ public key, or else a secret. A whpk_ value
+// that is not a key is ErrBadKey: never an HMAC secret, which anyone
+// holding the public key could sign with.
+func readKey(b []byte) (key, error) {
+	if !bytes.HasPrefix(b, []byte(signingkey.PublicPrefix)) {
+		return key{secret: b}, nil
+	}
+	pub, err := signingkey.ParsePublic(string(b))
+	if err != nil {
+		return key{}, ErrBadKey
+	}
+	return key{public: pub}, nil
+}
+
+// secrets tries match with the secret, then the previous one: nil when one
 // matches within its validity, ErrPreviousExpired when only an expired
-// previous secret matches, ErrBadSignature otherwise.
-func (v *Verifier) secrets(match func(secret []byte) bool) error {
-	if match(v.Secret) {
+// previous secret matches, ErrBadSignature otherwise, ErrBadKey for a
+// whpk_ key that does not read.
+func (v *Verifier) secrets(match func(k key) bool) error {
+	cur, err := readKey(v.Secret)
+	if err != nil {
+		return err
+	}
+	if match(cur) {
 		return nil
 	}
-	if len(v.Previous) > 0 && match(v.Previous) {
+	if len(v.Previous) == 0 {
+		return ErrBadSignature
+	}
+	prev, err := readKey(v.Previous)
+	if err != nil {
+		return err
+	}
+	if match(prev) {
 		if v.now().Before(v.PreviousUntil) {
 			return nil
 		}
@@ -169,14 +221,18 @@ func (v *Verifier) secrets(match func(secret []byte) bool) error {
 
 // CheckStandard verifies Standard Webhooks headers (webhook-id,
 // webhook-timestamp, webhook-signature) and a raw body, returning the
-// timestamp. Any of the space-separated "v1," signatures may match.
+// timestamp. Any of the space-separated signatures may match: "v1," ones
+// with a secret, "v1a," ones with a public key.
 func (v *Verifier) CheckStandard(id, timestamp, signatures string, body []byte) (time.Time, error) {
 	sec, ts, err := v.timestamp(timestamp)
 	if err != nil {
 		return time.Time{}, err
 	}
-	err = v.secrets(func(secret []byte) bool {
-		want := SignStandard(secret, id, sec, body)
+	err = v.secrets(func(k key) bool {
+		if k.public != nil {
+			return verifyEd25519(k.public, id, sec, body, signatures)
+		}
+		want := SignStandard(k.secret, id, sec, body)
 		for _, got := range strings.Fields(signatures) {
 			if hmac.Equal([]byte(want), []byte(got)) {
 				return true
@@ -202,6 +258,30 @@ func SignStandard(secret []byte, id string, timestamp int64, body []byte) string
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
+// verifyEd25519 reports whether one of the "v1a," signatures is pub's
+// ed25519 signature of id + "." + timestamp + "." + body.
+func verifyEd25519(pub ed25519.PublicKey, id string, timestamp int64, body []byte, signatures string) bool {
+	var content []byte
+	for _, got := range strings.Fields(signatures) {
+		b64, ok := strings.CutPrefix(got, "v1a,")
+		if !ok {
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			continue
+		}
+		if content == nil {
+			content = append(strconv.AppendInt([]byte(id+"."), timestamp, 10), '.')
+			content = append(content, body...)
+		}
+		if ed25519.Verify(pub, content, sig) {
+			return true
+		}
+	}
+	return false
+}
+
 // standardKey is the Standard Webhooks key of a secret, by the worker's
 // rule (sender.StandardKey).
 func standardKey(secret []byte) []byte {
@@ -225,8 +305,10 @@ func (v *Verifier) Check(timestamp, signature string, body []byte) (time.Time, e
 	if len(body) > MaxBody {
 		return time.Time{}, ErrBodyTooLarge
 	}
-	err = v.secrets(func(secret []byte) bool {
-		return hmac.Equal([]byte(Sign(secret, sec, body)), []byte(signature))
+	err = v.secrets(func(k key) bool {
+		// A public key checks no x-fluxora-signature: Verify then tries
+		// webhook-signature.
+		return k.public == nil && hmac.Equal([]byte(Sign(k.secret, sec, body)), []byte(signature))
 	})
 	if err != nil {
 		return time.Time{}, err

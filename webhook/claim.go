@@ -26,7 +26,24 @@ type Query struct {
 	// own row is then that endpoint's delivery. Without it, an event is
 	// only fanned out to the endpoints of webhook_endpoints.
 	Env bool
+	// EnvFlow is the WEBHOOK_URL endpoint's flow control (WEBHOOK_RATE,
+	// WEBHOOK_MAX_IN_FLIGHT); the zero Flow is none.
+	EnvFlow Flow
 }
+
+// Flow is an endpoint's flow control, held across every worker: at most
+// Rate requests every Per (a second or a minute) with Burst more at once,
+// and at most MaxInFlight requests at a time. A zero Rate or MaxInFlight
+// is no such limit.
+type Flow struct {
+	Rate        int
+	Per         time.Duration
+	Burst       int
+	MaxInFlight int
+}
+
+// Limited says f limits anything.
+func (f Flow) Limited() bool { return f.Rate > 0 || f.MaxInFlight > 0 }
 
 // Batch is what one claim returns.
 type Batch struct {
@@ -55,6 +72,10 @@ type Batch struct {
 	// BrokenErr is the error of that move, if it failed: the broken rows
 	// then stay leased, to be claimed again when their lease ends.
 	BrokenErr error
+	// FlowWait, when not 0, is how soon an endpoint under flow control
+	// that this claim could take nothing of (paused, out of tokens, at its
+	// most in flight) may be granted some: claim again by then.
+	FlowWait time.Duration
 }
 
 // Broken is a claimed row the worker could not decode: Claim moves it to

@@ -177,10 +177,14 @@ type Outcome struct {
 	AttemptError string
 	// EndpointID and OrderingKey are the row's (Delivery's), set for a row
 	// with an ordering key: the write locks the lanes it moves, in order.
-	// EndpointID is also set with Event.
+	// EndpointID is also set with Event and with Pause.
 	EndpointID  string
 	OrderingKey string
 	// Event is the Delivery's Event: the outcome writes the delivery's row
 	// where the event's lease (Token) still holds (the fence).
 	Event int64
+	// Pause, when not 0, is how long the consumer asked not to be sent to
+	// (429 or 503 with Retry-After): the write pauses the row's endpoint
+	// (EndpointID, set with it) for every worker.
+	Pause time.Duration
 }

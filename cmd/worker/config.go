@@ -17,6 +17,7 @@ import (
 	"github.com/fluxora/webhook-worker/gates"
 	"github.com/fluxora/webhook-worker/sender"
 	"github.com/fluxora/webhook-worker/tracing"
+	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // Defaults of the variables only cmd/worker uses (README,
@@ -72,8 +73,11 @@ type config struct {
 	MetricsAddr     string // "" disables the HTTP server
 	ShutdownTimeout time.Duration
 
-	RedisURL         string // "" disables the gates
-	RetryRPS         int
+	RedisURL string // "" disables the gates
+	RetryRPS int
+	// EnvFlow is the WEBHOOK_URL endpoint's flow control (WEBHOOK_RATE,
+	// WEBHOOK_RATE_BURST, WEBHOOK_MAX_IN_FLIGHT).
+	EnvFlow          webhook.Flow
 	BreakerThreshold int // 0 disables the breaker
 	BreakerReset     time.Duration
 	GateTimeout      time.Duration // bounds each Redis call of the gates
@@ -353,6 +357,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.MetricsAddr = e.metricsAddr("WEBHOOK_METRICS_ADDR")
 	c.ShutdownTimeout = e.millis("WEBHOOK_SHUTDOWN_TIMEOUT_MS", shutdownTimeoutDefault, 1, 3600*1000)
 	c.RetryRPS = e.int("WEBHOOK_RETRY_RPS", gates.RetryRPSDefault, 1, retryRPSMax)
+	c.EnvFlow = e.envFlow()
 	c.BreakerThreshold = e.int("WEBHOOK_CIRCUIT_BREAKER_THRESHOLD", 0, 0, 1_000_000)
 	c.BreakerReset = e.millis("WEBHOOK_CIRCUIT_BREAKER_RESET_MS", gates.BreakerResetDefault, 1, breakerResetMaxMS)
 	c.GateTimeout = e.millis("WEBHOOK_GATE_TIMEOUT_MS", gates.CallTimeoutDefault, 1, 10_000)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,15 +175,15 @@ func (c consoleEndpoints) Enable(ctx context.Context, name string) error {
 	return consoleErr(err)
 }
 
+// RotateSecret makes a new secret of the current one's kind and returns
+// what its consumer is given: an HMAC secret, or an ed25519 key's public
+// key (whpk_…), never the private key.
 func (c consoleEndpoints) RotateSecret(ctx context.Context, name string, grace time.Duration) (string, error) {
-	secret, err := endpoints.GenerateSecret()
+	_, iss, err := c.s.RotateKey(ctx, name, "", grace)
 	if err != nil {
-		return "", err
-	}
-	if _, err := c.s.RotateSecret(ctx, name, secret, grace); err != nil {
 		return "", consoleErr(err)
 	}
-	return secret, nil
+	return cmp.Or(iss.Secret, iss.PublicKey), nil
 }
 
 // consoleRequestHeaders gives the console the sender's own headers of a

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fluxora/webhook-worker/dbconn"
 	"github.com/fluxora/webhook-worker/endpoints"
 	"github.com/fluxora/webhook-worker/listener"
 	schema "github.com/fluxora/webhook-worker/sql"
@@ -107,6 +108,7 @@ func (w *worker) Run(ctx context.Context) error {
 	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.lst.Run(gctx) })
+	g.Go(func() error { return w.dropOwn(gctx) })
 	// Never run deaf: nothing is claimed before LISTEN is verified.
 	select {
 	case <-w.lst.Ready():
@@ -163,12 +165,13 @@ func (w *worker) serve(ctx context.Context, g *errgroup.Group) error {
 	return nil
 }
 
-// ready is /readyz: LISTEN active and the database answering.
+// ready is /readyz: LISTEN active and the database answering and taking
+// writes (not a standby, nor a primary being demoted).
 func (w *worker) ready(ctx context.Context) error {
 	if !w.lst.Connected() {
 		return errListenerDown
 	}
-	return w.pool.Ping(ctx)
+	return dbconn.Writable(ctx, w.pool)
 }
 
 func (w *worker) logStarted() {

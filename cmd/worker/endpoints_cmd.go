@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,21 +14,25 @@ import (
 	"unicode"
 
 	"github.com/fluxora/webhook-worker/endpoints"
+	"github.com/fluxora/webhook-worker/signingkey"
 	"github.com/fluxora/webhook-worker/webhook"
 )
 
 // endpointsCommands are the commands of worker endpoints, in the order of
 // the help; endpointsRunners dispatches them.
 var endpointsCommands = []command{
-	{"add", "--name N --url U [--events a,b] [--secret S | --secret-file F] [--retry-rps N] [--client-cert-file F --client-key-file F]" +
-		" [--ordering move-on|hold]", "add an endpoint"},
-	{"list", "[--json]", "every endpoint, never its secret"},
+	{"add", "--name N --url U [--events a,b] [--signature hmac|ed25519] [--secret S | --secret-file F] [--retry-rps N]" +
+		" [--client-cert-file F --client-key-file F] [--ordering move-on|hold] [--rate N/s|N/m [--burst B]] [--max-in-flight M]",
+		"add an endpoint"},
+	{"list", "[--json]", "every endpoint, never its secret (an ed25519 one's public key)"},
 	{"update", "NAME [--url U] [--events a,b] [--retry-rps N] [--client-cert-file F --client-key-file F | --no-client-cert]" +
-		" [--ordering move-on|hold]", "change an endpoint's URL, events, retry rate, client certificate or ordering"},
+		" [--ordering move-on|hold] [--signature hmac|ed25519] [--rate N/s|N/m | --no-rate] [--burst B] [--max-in-flight M | --no-max-in-flight]",
+		"change an endpoint's URL, events, retry rate, client certificate, ordering, secret or flow control"},
 	{"disable", "NAME [--reason R]", "stop delivering to an endpoint; its pending deliveries are dead-lettered"},
 	{"enable", "NAME", "deliver to a disabled endpoint again"},
 	{"remove", "NAME [--force]", "remove an endpoint"},
-	{"rotate-secret", "NAME [--grace 24h] [--secret S | --secret-file F]", "sign with a new secret, the old one beside it for a grace period"},
+	{"rotate-secret", "NAME [--grace 24h] [--signature hmac|ed25519] [--secret S | --secret-file F]",
+		"sign with a new secret, the old one beside it for a grace period"},
 }
 
 func endpointsRunners() map[string]runFunc {
@@ -61,15 +66,26 @@ WEBHOOK_RETRY_RPS (update --retry-rps 0 clears it). --json prints a JSON
 array ([] when empty). Changes reach running workers within a
 second.
 
-Secrets and client certificate keys are stored encrypted under the first
-key of WEBHOOK_SECRETS_KEY_FILE: add, rotate-secret and a client
-certificate's update need it (exit 2 without it). --client-cert-file (PEM
-chain, leaf first) and --client-key-file (its PEM key) give the endpoint a
-client certificate for mutual TLS; --no-client-cert removes it. Workers
-use a new certificate for their new connections within 10 seconds.
+--signature ed25519 signs with a key pair instead of a shared secret
+(Standard Webhooks v1a): add makes one (or takes a whsk_ key as --secret)
+and prints its public key (whpk_...) for the consumer, who can verify
+but not sign; the private key is never shown. Its requests carry the
+webhook-* signature headers whatever WEBHOOK_SIGNATURE_HEADERS says, and
+no x-fluxora-signature. list shows the public key (with the key file).
+update --signature replaces the secret at once with a new one of that
+kind (no grace: rotate-secret --signature keeps the old one signing).
 
-rotate-secret makes a new secret (generated and printed once without
---secret) sign from now on, and keeps the one it replaces signing beside it
+Secrets and client certificate keys are stored encrypted under the first
+key of WEBHOOK_SECRETS_KEY_FILE: add, rotate-secret and a secret's or a
+client certificate's update need it (exit 2 without it).
+--client-cert-file (PEM chain, leaf first) and --client-key-file (its PEM
+key) give the endpoint a client certificate for mutual TLS;
+--no-client-cert removes it. Workers use a new certificate for their new
+connections within 10 seconds.
+
+rotate-secret makes a new secret (generated without --secret, of the
+current one's kind unless --signature says otherwise) sign from now on,
+and keeps the one it replaces signing beside it
 in webhook-signature for --grace (default 24h, at most 30 days; 0: none),
 counted by the database clock, so that restarting workers neither extends
 nor shortens it. x-fluxora-signature uses the new secret alone. Rotating
@@ -199,11 +215,16 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	name := fs.String("name", "", "endpoint name (required)")
 	u := fs.String("url", "", "endpoint URL (required)")
 	events := fs.String("events", "", `subscribed event types, comma-separated, "invoice.*" a pattern ("*" or omitted: every type)`)
-	sf := secretFlags(fs, "signing secret")
+	sf := secretFlags(fs, "signing secret", "hmac")
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0, the default: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", webhook.OrderingMoveOn, orderingUsage)
+	ff := newFlowFlags(fs, false)
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	flow, code := ff.forAdd(fs, stderr)
+	if code != exitOK {
 		return code
 	}
 	for _, f := range [][2]string{{"name", *name}, {"url", *u}} {
@@ -220,9 +241,15 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 			return exitUsage
 		}
 	}
-	secret, generated, code := sf.value("add", stderr)
+	secret, scheme, code := sf.given("add", stderr)
 	if code != exitOK {
 		return code
+	}
+	generated := secret == ""
+	if generated {
+		if secret, code = generate("add", scheme, stderr); code != exitOK {
+			return code
+		}
 	}
 	if code := checkEgress(*u, getenv, stderr, "add"); code != exitOK {
 		return code
@@ -237,14 +264,12 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	}
 	defer done()
 	e, err := s.Create(ctx, endpoints.NewEndpoint{Name: *name, URL: *u, Events: types, Secret: secret, RetryRPS: *rps, ClientCert: cert,
-		Ordering: *ordering})
+		Ordering: *ordering, Flow: flow})
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
 	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s)\n", e.Name, e.ID, cell(eventsText(e.EventTypes)), certText(e))
-	if generated {
-		fmt.Fprintf(stdout, "secret (shown once): %s\n", secret)
-	}
+	printIssued(stdout, issuedFor(secret, generated))
 	return exitOK
 }
 
@@ -289,7 +314,7 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	s, done, code := endpointsStore(ctx, getenv, stderr, "list")
+	s, done, code := newEndpointsStore(ctx, getenv, stderr, "list", listSealer(getenv, stderr))
 	if s == nil {
 		return code
 	}
@@ -298,15 +323,31 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return endpointsFail(stderr, "list", "", err)
 	}
-	for i := range list {
-		list[i].URL = displayURL(list[i].URL)
+	signing, err := s.Signing(ctx)
+	if err != nil && !errors.Is(err, endpoints.ErrNoSealer) {
+		return endpointsFail(stderr, "list", "", err)
+	}
+	flows, err := s.Flows(ctx)
+	if err != nil {
+		return endpointsFail(stderr, "list", "", err)
+	}
+	shown := make([]listed, len(list))
+	for i, e := range list {
+		e.URL = displayURL(e.URL)
+		shown[i].Endpoint = e
+		if sg, ok := signing[e.ID]; ok {
+			shown[i].Signing = &sg
+		}
+		shown[i].flowShown = showFlow(flows[e.Name])
 	}
 	if *asJSON {
-		return printJSON(stdout, stderr, "endpoints list", list)
+		return printJSON(stdout, stderr, "endpoints list", shown)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tORDERING\tPREVIOUS SECRET UNTIL\tDISABLED REASON / LAST ERROR")
-	for _, e := range list {
+	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tRATE\tIN FLIGHT\tPAUSED UNTIL\tORDERING\tSIGNATURE\tPUBLIC KEY\tPREVIOUS SECRET UNTIL"+
+		"\tDISABLED REASON / LAST ERROR")
+	for _, l := range shown {
+		e := l.Endpoint
 		enabled, rps, prev, note := "yes", "-", "-", "-"
 		if e.RetryRPS > 0 {
 			rps = fmt.Sprint(e.RetryRPS)
@@ -320,11 +361,40 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 		case e.FailingSince != nil:
 			note = "failing since " + e.FailingSince.UTC().Format(time.RFC3339) + ": " + e.LastError
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)), enabled, rps,
-			cell(e.Ordering), prev, cell(note))
+		scheme, pub := "?", "?" // the secret is sealed: without the key file, unknown
+		if l.Signing != nil {
+			scheme, pub = string(l.Scheme), cmp.Or(l.PublicKey, "-")
+		}
+		rate, inFlight := endpoints.FormatFlow(l.flow)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)),
+			enabled, rps, rate, inFlight, cmp.Or(l.PausedUntil, "-"), cell(e.Ordering), scheme, pub, prev, cell(note))
 	}
 	_ = w.Flush()
 	return exitOK
+}
+
+// listed is an endpoint as list shows it: with how it signs when its
+// secret was opened (the JSON's "signature" and "public_key").
+type listed struct {
+	endpoints.Endpoint
+	*endpoints.Signing
+	flowShown
+}
+
+// listSealer is the key file's Sealer, through which list reads how each
+// endpoint signs (the scheme is in the sealed secret); nil without
+// WEBHOOK_SECRETS_KEY_FILE, or with one that does not read (said on
+// stderr): list shows the rest all the same.
+func listSealer(getenv func(string) string, stderr io.Writer) endpoints.Sealer {
+	k, err := secretsKeyring(getenv, stderr)
+	switch {
+	case errors.Is(err, errNoKeyFile):
+		return nil
+	case err != nil:
+		fmt.Fprintf(stderr, "worker endpoints list: signatures not shown: %v\n", err)
+		return nil
+	}
+	return keyringSealer{k}
 }
 
 func endpointsUpdate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -334,13 +404,25 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	rps := rangeFlag(fs, "retry-rps", 0, 0, retryRPSMax, "retry attempts per second (0: WEBHOOK_RETRY_RPS)")
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", "", orderingUsage)
+	signature := fs.String("signature", "", "replace the secret at once (no grace) with a new one: hmac (whsec_) or ed25519 (a key pair)")
+	ff := newFlowFlags(fs, true)
 	name, code, ok := oneName(fs, args, stderr)
 	if !ok {
 		return code
 	}
 	var up endpoints.Update
+	if code := ff.forUpdate(fs, &up, stderr); code != exitOK {
+		return code
+	}
 	if up.ClientCert, code = cf.value("update", stderr); code != exitOK {
 		return code
+	}
+	if flagGiven(fs, "signature") {
+		var secret string
+		if secret, code = updatedSecret(*signature, stderr); code != exitOK {
+			return code
+		}
+		up.Secret = &secret
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
@@ -363,7 +445,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 		return exitUsage
 	}
 	if up == (endpoints.Update{}) {
-		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --client-cert-file, --no-client-cert, --ordering")
+		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --client-cert-file, --no-client-cert,"+
+			" --ordering, --signature, --rate, --burst, --no-rate, --max-in-flight, --no-max-in-flight")
 		return exitUsage
 	}
 	if up.URL != nil {
@@ -372,7 +455,7 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 		}
 	}
 	open := endpointsStore
-	if up.ClientCert != nil {
+	if up.ClientCert != nil || up.Secret != nil {
 		open = sealingStore
 	}
 	s, done, code := open(ctx, getenv, stderr, "update")
@@ -390,7 +473,21 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	}
 	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s\n", e.Name, cell(displayURL(e.URL)),
 		cell(eventsText(e.EventTypes)), rpsText, e.Ordering, certText(e))
+	if up.Secret != nil {
+		fmt.Fprintf(stdout, "it signs with a new %s secret from now on; the one it replaced signs nothing\n", signingkey.SchemeOf([]byte(*up.Secret)))
+		printIssued(stdout, issuedFor(*up.Secret, true))
+	}
 	return exitOK
+}
+
+// updatedSecret makes the new secret of update --signature.
+func updatedSecret(signature string, stderr io.Writer) (string, int) {
+	scheme, err := signingkey.ParseScheme(signature)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker endpoints update: --signature: %v\n", err)
+		return "", exitUsage
+	}
+	return generate("update", scheme, stderr)
 }
 
 func endpointsDisable(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {

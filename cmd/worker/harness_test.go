@@ -51,6 +51,8 @@ type consumer struct {
 	secret  string        // verifies signatures; testSecret unless set before the first request
 	// active and peak count requests being answered at once.
 	active, peak int
+	// respondHeader are headers of every answer.
+	respondHeader map[string]string
 }
 
 func newConsumer(t testing.TB, respond func(d delivery) int) *consumer {
@@ -96,6 +98,9 @@ func (c *consumer) serve(w http.ResponseWriter, r *http.Request) {
 		c.got[i].Status, c.got[i].Answered = status, time.Now()
 	}
 	c.mu.Unlock()
+	for k, v := range c.respondHeader {
+		w.Header().Set(k, v)
+	}
 	w.WriteHeader(status)
 }
 

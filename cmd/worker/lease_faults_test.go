@@ -50,6 +50,12 @@ func TestDeadWorkersRowsTakenOverInTime(t *testing.T) {
 	startedWorker(t, dead.logs)
 	insertTx(t, db, 5)
 	waitArrivals(t, c, 5) // all five held by the first worker
+	// Frozen at once, so that neither its timeouts nor its sweep touch
+	// the rows however long the survivor takes to start on a busy
+	// machine; killed once the survivor runs.
+	if err := dead.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	survivor := startProcess(t, env)
 	base := startedWorker(t, survivor.logs)
 	if err := dead.cmd.Process.Signal(syscall.SIGKILL); err != nil {

@@ -227,6 +227,12 @@ func TestPgBouncerSIGKILLRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitArrivals(t, c, 5)
+	// Frozen at once, so that neither its timeouts nor its sweep touch
+	// the rows however long the survivor takes to start on a busy
+	// machine; killed once the survivor runs.
+	if err := dead.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	survivor := startProcess(t, env)
 	base := startedWorker(t, survivor.logs)
 	if err := dead.cmd.Process.Signal(syscall.SIGKILL); err != nil {

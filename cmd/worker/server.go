@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fluxora/webhook-worker/capped"
+	"github.com/fluxora/webhook-worker/dbconn"
 )
 
 // Limits of the worker's health server (/metrics, /healthz, /readyz). Its
@@ -61,8 +62,11 @@ func (h *healthServer) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := h.ready(ctx); err != nil {
 		what := "database unreachable"
-		if errors.Is(err, errListenerDown) {
+		switch {
+		case errors.Is(err, errListenerDown):
 			what = "listener not connected"
+		case errors.Is(err, dbconn.ErrReadOnly):
+			what = "database read-only"
 		}
 		h.log.Warn("worker: /readyz: not ready", "reason", what, "error", err)
 		http.Error(w, "not ready: "+what, http.StatusServiceUnavailable)

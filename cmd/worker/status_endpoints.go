@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -21,7 +22,12 @@ type endpointStatus struct {
 	// has waited, in seconds.
 	BlockedKeys       int64   `json:"blocked_keys"`
 	BlockedOldestSecs float64 `json:"blocked_oldest_seconds"`
-	url               string  // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
+	// Rate and MaxInFlight are its flow control (as list shows them; ""
+	// and 0: none); PausedUntil when its consumer's pause ends.
+	Rate        string     `json:"rate,omitempty"`
+	MaxInFlight int        `json:"max_in_flight,omitempty"`
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	url         string     // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
 }
 
 // endpointsStatus reads the endpoints' status; only, when not empty, names
@@ -39,12 +45,23 @@ func endpointsStatus(ctx context.Context, store *outbox.Store, cfg opsConfig, on
 	for _, b := range blocked {
 		byName[b.Endpoint] = b
 	}
+	flows, err := store.EndpointFlows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	flows[dispatcher.DefaultEndpointName] = flows[""]
 	out := make([]endpointStatus, len(eps))
 	for i, e := range eps {
 		b := byName[e.Name]
 		out[i] = endpointStatus{EndpointStatus: e, url: e.URL, BlockedKeys: b.Keys, BlockedOldestSecs: b.OldestSecs}
 		if e.Name == dispatcher.DefaultEndpointName && e.URL == "" {
 			out[i].url = cfg.WebhookURL
+		}
+		if f, ok := flows[e.Name]; ok {
+			out[i].Rate, out[i].MaxInFlight = showFlow(f).Rate, f.MaxInFlight
+			if !f.PausedUntil.IsZero() {
+				out[i].PausedUntil = &f.PausedUntil
+			}
 		}
 	}
 	circuits(ctx, cfg, out)
@@ -94,13 +111,16 @@ func certExpiry(notAfter *time.Time, now time.Time) string {
 func printEndpoints(out io.Writer, eps []endpointStatus) {
 	now := time.Now()
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tWAITING FOR KEY\tBLOCKED KEYS\tDEAD LETTERS\tCIRCUIT\tCLIENT CERT\tLAST ERROR")
+	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tWAITING FOR KEY\tBLOCKED KEYS\tDEAD LETTERS\tFLOW\tCIRCUIT\tCLIENT CERT"+
+		"\tLAST ERROR")
 	for _, e := range eps {
 		state := "enabled"
 		if !e.Enabled {
 			state = "disabled: " + e.DisabledReason
 		} else if e.SecretUnreadable != "" {
 			state = "rows kept pending: a worker found " + e.SecretUnreadable + " (" + e.SecretUnreadableAt.UTC().Format(time.RFC3339) + ")"
+		} else if e.PausedUntil != nil {
+			state = "paused by its consumer until " + e.PausedUntil.UTC().Format(time.RFC3339)
 		} else if e.FailingSince != nil {
 			state = "failing since " + e.FailingSince.UTC().Format(time.RFC3339)
 		}
@@ -119,8 +139,16 @@ func printEndpoints(out io.Writer, eps []endpointStatus) {
 		if e.BlockedKeys > 0 {
 			blocked = fmt.Sprintf("%d (oldest %s)", e.BlockedKeys, secs(e.BlockedOldestSecs))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", cell(e.Name), cell(state), e.Pending, e.InFlight, e.Scheduled, e.Waiting,
-			blocked, e.DeadLetters, cell(circuit), certExpiry(e.ClientCertNotAfter, now), cell(last))
+		flow := "-"
+		if e.Rate != "" || e.MaxInFlight > 0 {
+			rate, inFlight := cmp.Or(e.Rate, "-"), "-"
+			if e.MaxInFlight > 0 {
+				inFlight = fmt.Sprint(e.MaxInFlight)
+			}
+			flow = "rate " + rate + ", in flight " + inFlight
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(state), e.Pending, e.InFlight, e.Scheduled,
+			e.Waiting, blocked, e.DeadLetters, flow, cell(circuit), certExpiry(e.ClientCertNotAfter, now), cell(last))
 	}
 	_ = w.Flush()
 }

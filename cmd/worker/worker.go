@@ -50,6 +50,10 @@ type worker struct {
 	blocked *ordering.Blocked
 	// tracer makes the attempts' spans; nil when tracing is off.
 	tracer trace.Tracer
+	// lost is signalled when the pool dropped its connections to a server
+	// that can no longer take writes (dbconn.Config.OnLost): Run then
+	// drops the listener's and the hush's (dropOwn).
+	lost chan struct{}
 
 	closers []func() // run by Close, last first
 }
@@ -58,7 +62,7 @@ type worker struct {
 // to check WEBHOOK_LISTEN_DATABASE_URL), checks the schema and builds
 // every part; nothing runs until Run. On error, what was opened is closed.
 func newWorker(ctx context.Context, cfg config, log *slog.Logger) (*worker, error) {
-	w := &worker{cfg: cfg, log: log, reg: prometheus.NewRegistry(), lease: leaseFor(cfg)}
+	w := &worker{cfg: cfg, log: log, reg: prometheus.NewRegistry(), lease: leaseFor(cfg), lost: make(chan struct{}, 1)}
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	readBuildInfo().register(w.reg)
 	if err := w.build(ctx); err != nil {
@@ -132,7 +136,7 @@ func (w *worker) build(ctx context.Context) error {
 // the indexes (TestClaimAndRecordUseIndexes).
 func (w *worker) openDatabase(ctx context.Context) (*pgx.ConnConfig, error) {
 	pool, path, err := dbconn.Open(ctx, dbconn.Config{DatabaseURL: w.cfg.DatabaseURL, ListenURL: w.cfg.ListenURL,
-		Size: poolSize, Logger: w.log})
+		Size: poolSize, Logger: w.log, Registerer: w.reg, OnLost: w.signalLost})
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +146,30 @@ func (w *worker) openDatabase(ctx context.Context) (*pgx.ConnConfig, error) {
 		return nil, err
 	}
 	return dbconn.ListenBase(ctx, w.cfg.ListenURL)
+}
+
+// signalLost is the pool's OnLost: it tells dropOwn, without waiting.
+func (w *worker) signalLost() {
+	select {
+	case w.lost <- struct{}{}:
+	default:
+	}
+}
+
+// dropOwn drops the listener's and the hush's connections whenever the
+// pool dropped its own to a server that can no longer take writes (a
+// failover: the listener would otherwise LISTEN on a node no producer
+// writes to), until ctx ends. It returns nil.
+func (w *worker) dropOwn(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.lost:
+			w.lst.Drop()
+			w.hsh.Drop()
+		}
+	}
 }
 
 // openCredentials opens every stored credential (a worker that cannot
@@ -215,7 +243,7 @@ func (w *worker) newDispatcher(snd *sender.PerEndpoint, gt *gates.Gates) error {
 	}
 	w.d, err = dispatcher.New(dispatcher.Config{
 		Store: store, Sender: snd, Gate: gate, Hush: w.hsh, Disabler: goneDisabler{w.eps}, Wake: w.lst.Wake(),
-		EnvEndpoint: cfg.WebhookURL != "", Registerer: w.reg, Logger: w.log,
+		EnvEndpoint: cfg.WebhookURL != "", EnvFlow: cfg.EnvFlow, Registerer: w.reg, Logger: w.log,
 		BatchSize: cfg.BatchSize, Lease: w.lease, Concurrency: cfg.Concurrency, EndpointConcurrency: cfg.EndpointConcurrency,
 		MaxAttempts:  cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, DeferMax: gt.MaxDefer(),

@@ -20,13 +20,17 @@ func history(text string) []string {
 			out = append(out, strconv.Itoa(i+1)+": "+m)
 		}
 		for _, w := range word.FindAllString(l, -1) {
-			if hexHash.MatchString(w) && strings.ContainsAny(w, "0123456789") && strings.ContainsAny(w, "abcdef") {
+			if hexHash.MatchString(w) && strings.ContainsAny(w, "0123456789") && strings.ContainsAny(w, "abcdef") && !slices.Contains(notHashes, w) {
 				out = append(out, strconv.Itoa(i+1)+": "+w)
 			}
 		}
 	}
 	return out
 }
+
+// notHashes are the words of the docs that read as a commit hash and are
+// not one.
+var notHashes = []string{"ed25519"}
 
 var (
 	issueRef = regexp.MustCompile(`(?i)\bissues?\s+#?\d+`)
@@ -51,7 +55,7 @@ func TestHistoryIsFound(t *testing.T) {
 		"Fixed in issue 22 and Issues #7.",
 		"Measured against 5c97906, and e2c18c2490fd4f.",
 		"A uuid 1b4e28ba-2fa1-41d2-883f-0016d3cca427 and a key 20261206-3fa9c1 pass,",
-		"so do 1000000, deadbeef, fluxora_tmpl_0a1b2c3d4e5f and sha256 of 64 digits " + strings.Repeat("ab12", 16) + ".",
+		"so do 1000000, deadbeef, ed25519, fluxora_tmpl_0a1b2c3d4e5f and sha256 of 64 digits " + strings.Repeat("ab12", 16) + ".",
 	}, "\n")
 	got := history(text)
 	want := []string{"1: issue 22", "1: Issues #7", "2: 5c97906", "2: e2c18c2490fd4f"}

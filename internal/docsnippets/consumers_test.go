@@ -3,8 +3,10 @@ package docsnippets
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -88,6 +90,39 @@ func verifyFluxora(secret []byte, h http.Header, body []byte, now time.Time) boo
 	mac.Write(body)
 	want := hex.EncodeToString(mac.Sum(nil))
 	return hmac.Equal([]byte(want), []byte(h.Get("x-fluxora-signature")))
+}
+
+// --- docs/consumers.md: "Ed25519 signatures (a public key)" ---
+
+// newKeyVerifier is the page's kit line, for the public key of an
+// ed25519 endpoint.
+func newKeyVerifier(publicKey string) *verify.Verifier {
+	v := &verify.Verifier{Secret: []byte(publicKey)} // "whpk_…": checks v1a signatures, cannot sign
+	return v
+}
+
+// verifyEd25519 checks the "v1a," entries of webhook-signature with the
+// endpoint's public key ("whpk_…"): an ed25519 signature, in standard
+// base64, of webhook-id + "." + webhook-timestamp + "." + body.
+func verifyEd25519(whpk string, h http.Header, body []byte, now time.Time) bool {
+	b64, ok := strings.CutPrefix(whpk, "whpk_")
+	pub, err := base64.StdEncoding.DecodeString(b64)
+	if !ok || err != nil || len(pub) != ed25519.PublicKeySize {
+		return false
+	}
+	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || now.Sub(time.Unix(sec, 0)).Abs() > 5*time.Minute {
+		return false
+	}
+	signed := append([]byte(id+"."+ts+"."), body...)
+	for _, entry := range strings.Fields(h.Get("webhook-signature")) {
+		sig, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(entry, "v1a,"))
+		if strings.HasPrefix(entry, "v1a,") && err == nil && ed25519.Verify(pub, signed, sig) {
+			return true
+		}
+	}
+	return false
 }
 
 // --- docs/consumers.md: "Ordered events" ---
@@ -306,7 +341,7 @@ func TestRotationSeenByTheConsumer(t *testing.T) {
 // TestConsumerDocSnippetsAreRun fails when a Go block of docs/consumers.md
 // is not, line for line (leading blanks aside), code of this file.
 func TestConsumerDocSnippetsAreRun(t *testing.T) {
-	checkBlocks(t, "../../docs/consumers.md", "consumers_test.go", 5)
+	checkBlocks(t, "../../docs/consumers.md", "consumers_test.go", 7)
 }
 
 // checkBlocks fails unless doc has at least want Go blocks and each is,

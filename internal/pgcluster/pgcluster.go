@@ -1,7 +1,9 @@
 // Package pgcluster starts a private, throw-away PostgreSQL server for fault
-// tests that must stop and restart the database (never the shared one). It
-// uses initdb and pg_ctl from /usr/lib/postgresql/*/bin, run as the
-// postgres user when the test runs as root.
+// tests that must stop and restart the database (never the shared one),
+// and streaming standbys of it, promoted and rejoined as a failover does
+// (replica.go). It uses initdb, pg_ctl, pg_basebackup and pg_rewind from
+// /usr/lib/postgresql/*/bin, run as the postgres user when the test runs
+// as root; a missing one fails the test, never skips it.
 package pgcluster
 
 import (
@@ -29,6 +31,23 @@ type Cluster struct {
 // test.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	c := newCluster(t)
+	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
+		t.Fatalf("pgcluster: initdb: %v\n%s", err, out)
+	}
+	if err := c.appendConf(rewindable); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ctl("start"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newCluster makes the directory of a cluster on a free port, removed
+// (its server stopped) when the test ends.
+func newCluster(t testing.TB) *Cluster {
+	t.Helper()
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
 	if len(bins) == 0 {
 		t.Fatal("pgcluster: no /usr/lib/postgresql/*/bin/pg_ctl (install postgresql)")
@@ -44,12 +63,6 @@ func Start(t testing.TB) *Cluster {
 		_ = os.RemoveAll(dir)
 	})
 	if err := c.chown(); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
-		t.Fatalf("pgcluster: initdb: %v\n%s", err, out)
-	}
-	if err := c.ctl("start"); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -79,6 +92,9 @@ func (c *Cluster) ctl(args ...string) error {
 
 func (c *Cluster) run(name string, args ...string) ([]byte, error) {
 	path := filepath.Join(c.bin, name)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("pgcluster: no %s (install PostgreSQL's server and client programs): %w", path, err)
+	}
 	var cmd *exec.Cmd
 	if os.Geteuid() == 0 {
 		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", path}, args...)...)

@@ -8,11 +8,15 @@
 -- name: add_endpoint
 -- Inserts an endpoint, enabled, under :'id' (NULL: a new uuid); a :'retry_rps'
 -- of 0 stores no override, a NULL :'client_cert' none, an empty :'ordering'
--- the default ('move-on'). A taken name is a unique violation (23505).
+-- the default ('move-on'); a :'rate_limit' or :'max_in_flight' of 0 no
+-- such limit (migration 028). A taken name is a unique violation (23505).
 WITH added AS (
-  INSERT INTO webhook_endpoints (id, name, url, secret, event_types, retry_rps, client_cert, client_key, client_cert_not_after, ordering)
+  INSERT INTO webhook_endpoints (id, name, url, secret, event_types, retry_rps, client_cert, client_key, client_cert_not_after, ordering,
+    rate_limit, rate_period_s, rate_burst, max_in_flight)
   VALUES (coalesce(:'id'::uuid, gen_random_uuid()), :'name', :'url', :'secret', :'event_types', nullif(:'retry_rps', 0),
-    :'client_cert', :'client_key', :'client_cert_not_after', coalesce(nullif(:'ordering'::text, ''), 'move-on'))
+    :'client_cert', :'client_key', :'client_cert_not_after', coalesce(nullif(:'ordering'::text, ''), 'move-on'),
+    nullif(:'rate_limit'::int, 0), CASE WHEN :'rate_limit'::int > 0 THEN :'rate_period_s'::int END, :'rate_burst',
+    nullif(:'max_in_flight'::int, 0))
   RETURNING webhook_endpoints AS e
 )
 SELECT s.*
@@ -35,7 +39,8 @@ WHERE e.name = :'name';
 
 -- name: update_endpoint
 -- Changes the endpoint named :'name': each NULL parameter keeps its column;
--- a :'retry_rps' of 0 clears the override. A new :'secret' takes over at once
+-- a :'retry_rps' of 0 clears the override, a :'rate_limit' or
+-- :'max_in_flight' of 0 that limit. A new :'secret' takes over at once
 -- and ends any grace period of an earlier rotation (the previous secret is
 -- erased with its end). A :'client_cert' replaces the client certificate
 -- ('': removes it). With :'id', only the endpoint of that name and id
@@ -51,7 +56,11 @@ WITH changed AS (
     secret_previous_until = CASE WHEN :'secret'::text IS NULL THEN secret_previous_until END,
     client_cert = CASE WHEN :'client_cert'::text IS NULL THEN client_cert ELSE nullif(:'client_cert'::text, '') END,
     client_key = CASE WHEN :'client_cert'::text IS NULL THEN client_key ELSE nullif(:'client_key'::text, '') END,
-    client_cert_not_after = CASE WHEN :'client_cert'::text IS NULL THEN client_cert_not_after ELSE :'client_cert_not_after'::timestamptz END
+    client_cert_not_after = CASE WHEN :'client_cert'::text IS NULL THEN client_cert_not_after ELSE :'client_cert_not_after'::timestamptz END,
+    rate_limit = CASE WHEN :'rate_limit'::int IS NULL THEN rate_limit ELSE nullif(:'rate_limit'::int, 0) END,
+    rate_period_s = CASE WHEN :'rate_limit'::int IS NULL THEN rate_period_s WHEN :'rate_limit'::int > 0 THEN :'rate_period_s'::int END,
+    rate_burst = coalesce(:'rate_burst'::int, rate_burst),
+    max_in_flight = CASE WHEN :'max_in_flight'::int IS NULL THEN max_in_flight ELSE nullif(:'max_in_flight'::int, 0) END
   WHERE name = :'name' AND (:'id'::uuid IS NULL OR id = :'id'::uuid)
   RETURNING webhook_endpoints AS e
 )

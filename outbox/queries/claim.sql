@@ -15,31 +15,20 @@
 -- at most its room and an equal share of :'limit', oldest first, and
 -- interleaves them round robin; the WEBHOOK_URL endpoint's deliveries are
 -- one more queue.
-WITH RECURSIVE queues(endpoint_id) AS (
-  (SELECT o.endpoint_id
-   FROM webhook_outbox o
-   WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held
-   ORDER BY o.endpoint_id
-   LIMIT 1)
-  UNION ALL
-  SELECT (SELECT o.endpoint_id
-          FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id AND NOT o.held
-          ORDER BY o.endpoint_id
-          LIMIT 1)
-  FROM queues q
-  WHERE q.endpoint_id IS NOT NULL
+WITH told AS (
+  SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), heads AS (
   SELECT q.endpoint_id,
-    coalesce((:'room'::jsonb ->> q.endpoint_id::text)::int, :'default_room'::int) AS room,
+    webhook_flow_room(d.t -> 'grant', q.endpoint_id, coalesce((:'room'::jsonb ->> q.endpoint_id::text)::int, :'default_room'::int)) AS room,
     (SELECT o.created_at
      FROM webhook_outbox o
      WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held
        AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
      ORDER BY o.created_at, o.id
      LIMIT 1) AS head
-  FROM queues q
-  WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(:'skip'::uuid[])
+  FROM webhook_queues() q(endpoint_id)
+  CROSS JOIN told d
+  WHERE q.endpoint_id <> ALL(:'skip'::uuid[])
 ), ready AS (
   SELECT h.endpoint_id, h.room
   FROM heads h
@@ -47,8 +36,9 @@ WITH RECURSIVE queues(endpoint_id) AS (
   ORDER BY h.head
   LIMIT :'limit'
 ), env_ready AS (
-  SELECT :'env_room'::int AS room
-  WHERE :'env_room'::int > 0
+  SELECT r.room
+  FROM (SELECT webhook_flow_room(t -> 'grant', NULL, :'env_room'::int) AS room FROM told) r
+  WHERE r.room > 0
     AND (SELECT true
          FROM webhook_outbox o
          WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held
@@ -100,7 +90,7 @@ WITH RECURSIVE queues(endpoint_id) AS (
   FROM chosen c
   WHERE NOT o.processed AND o.id = ANY(ARRAY(SELECT id FROM chosen)) AND o.id = c.id
   RETURNING o.*, c.reclaimed
-), told AS (
+), status AS (
   SELECT (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
       OR (SELECT count(*) FROM heads WHERE head IS NOT NULL AND room > 0) > (SELECT count(*) FROM ready)
       OR EXISTS (SELECT 1 FROM picked p, share s WHERE p.rn = s.n AND s.n < p.room) AS more,
@@ -110,13 +100,15 @@ WITH RECURSIVE queues(endpoint_id) AS (
                 AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
               ORDER BY o.created_at, o.id
               LIMIT 1), false) AS events_due,
-    EXISTS (SELECT 1 FROM queues q WHERE q.endpoint_id IS NOT NULL) OR :'env'::boolean AND EXISTS (
+    EXISTS (SELECT 1 FROM webhook_queues() q) OR :'env'::boolean AND EXISTS (
       SELECT 1 FROM webhook_outbox o WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NOT NULL AND NOT o.held) AS queued,
-    set_config('fluxora.claim', jsonb_build_object(
+    set_config('fluxora.claim', ((SELECT t FROM told) || jsonb_build_object(
       'taken', (SELECT count(*) FROM chosen),
       'env', (SELECT count(*) FROM chosen WHERE endpoint_id IS NULL),
       'rooms', (SELECT coalesce(jsonb_object_agg(endpoint_id, n), '{}')
-                FROM (SELECT endpoint_id, count(*) AS n FROM chosen WHERE endpoint_id IS NOT NULL GROUP BY endpoint_id) r))::text, true) AS said
+                FROM (SELECT endpoint_id, count(*) AS n FROM chosen WHERE endpoint_id IS NOT NULL GROUP BY endpoint_id) r),
+      'leased', (SELECT coalesce(jsonb_agg(jsonb_build_array(webhook_flow_key(c.endpoint_id), c.id)), '[]')
+                 FROM chosen c, told WHERE t -> 'grant' ? webhook_flow_key(c.endpoint_id))))::text, true) AS said
 )
 SELECT u.id, u.lease_token, u.delivery_id::text AS delivery_id, u.event_type, u.payload::text AS payload, u.headers::text AS headers,
   u.attempt, u.created_at, u.reclaimed, coalesce(u.ordering_key, '') AS ordering_key, coalesce(u.ordering_seq, 0) AS ordering_seq,
@@ -128,12 +120,12 @@ SELECT u.id, u.lease_token, u.delivery_id::text AS delivery_id, u.event_type, u.
   CASE WHEN e.secret_previous_until > now() THEN e.secret_previous_until END AS previous_until,
   t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL) AS plain, t.events_due, t.queued
 FROM leased u
-CROSS JOIN told t
+CROSS JOIN status t
 LEFT JOIN webhook_endpoints e ON e.id = u.endpoint_id
 UNION ALL
 SELECT 0, '00000000-0000-0000-0000-000000000000', '', '', NULL, NULL, 1, NULL, false, '', 0, 0, 'status', 0,
   '', '', '', '', true, '', 0, '', NULL, t.more, NOT EXISTS (SELECT 1 FROM heads h WHERE h.head IS NOT NULL), t.events_due, t.queued
-FROM told t
+FROM status t
 WHERE NOT EXISTS (SELECT 1 FROM leased);
 
 -- name: claim_events
@@ -154,20 +146,21 @@ WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), budget AS (
   SELECT :'limit'::int - coalesce((t ->> 'taken')::int, 0) AS total,
-    :'env_room'::int - coalesce((t ->> 'env')::int, 0) AS env,
+    webhook_flow_room(t -> 'grant', NULL, :'env_room'::int) - coalesce((t ->> 'env')::int, 0) AS env,
+    webhook_flow_room(t -> 'grant', NULL, :'env_room'::int) AS env_room,
     t
   FROM told
 ), cap AS (
-  SELECT CASE WHEN :'env'::boolean AND :'env_room'::int <= 0 AND count(e.id) = 0 THEN 0
+  SELECT CASE WHEN :'env'::boolean AND (SELECT env_room FROM budget) <= 0 AND count(e.id) = 0 THEN 0
     ELSE greatest(1, least(
       b.total / greatest(1, count(e.id) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(:'skip'::uuid[]))
-        + (:'env'::boolean AND :'env_room'::int > 0)::int),
-      CASE WHEN :'env'::boolean AND :'env_room'::int > 0 THEN b.env END)) END AS n
+        + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int),
+      CASE WHEN :'env'::boolean AND (SELECT env_room FROM budget) > 0 THEN b.env END)) END AS n
   FROM budget b
   LEFT JOIN webhook_endpoints e ON e.enabled
   GROUP BY b.total, b.env
 ), gate AS (
-  SELECT NOT :'env'::boolean OR :'env_room'::int > 0 OR EXISTS (
+  SELECT NOT :'env'::boolean OR (SELECT env_room FROM budget) > 0 OR EXISTS (
       SELECT 1
       FROM (SELECT o.event_type, o.fan_to
             FROM webhook_outbox o
@@ -195,9 +188,9 @@ WITH told AS (
         FOR UPDATE SKIP LOCKED) l
   LIMIT :'limit'
 ), sized AS (
-  SELECT l.*, s.targets, s.takes + (:'env'::boolean AND :'env_room'::int > 0)::int AS takes,
+  SELECT l.*, s.targets, s.takes + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int AS takes,
     row_number() OVER w AS k,
-    sum(s.takes + (:'env'::boolean AND :'env_room'::int > 0)::int) OVER w AS upto
+    sum(s.takes + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int) OVER w AS upto
   FROM locked l
   CROSS JOIN LATERAL (
     SELECT count(*) AS targets, count(*) FILTER (WHERE e.id <> ALL(:'skip'::uuid[])) AS takes
@@ -238,14 +231,16 @@ WITH told AS (
           AND o.id <> ALL(ARRAY(SELECT id FROM locked))
         ORDER BY o.created_at, o.id
         LIMIT 1), false) AS more,
-    :'env'::boolean AND :'env_room'::int > 0 AND NOT EXISTS (SELECT 1 FROM simple WHERE NOT env) AND NOT EXISTS (
+    :'env'::boolean AND (SELECT env_room FROM budget) > 0 AND NOT EXISTS (SELECT 1 FROM simple WHERE NOT env) AND NOT EXISTS (
       SELECT 1 FROM kept WHERE NOT simple) AS plain,
     (SELECT found FROM queued) AS queued,
     set_config('fluxora.claim', ((SELECT t FROM budget) || jsonb_build_object(
       'queued', (SELECT found FROM queued),
       'taken', coalesce(((SELECT t FROM budget) ->> 'taken')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
       'env', coalesce(((SELECT t FROM budget) ->> 'env')::int, 0) + (SELECT count(*) FROM done WHERE lease_token IS NOT NULL),
-      'events', (SELECT coalesce(jsonb_agg(id ORDER BY created_at, id), '[]') FROM kept WHERE NOT simple)))::text, true) AS said
+      'events', (SELECT coalesce(jsonb_agg(id ORDER BY created_at, id), '[]') FROM kept WHERE NOT simple),
+      'leased', coalesce((SELECT t FROM budget) -> 'leased', '[]') || (SELECT coalesce(jsonb_agg(jsonb_build_array(webhook_flow_key(NULL), id)), '[]')
+        FROM done WHERE lease_token IS NOT NULL AND (SELECT t FROM budget) -> 'grant' ? webhook_flow_key(NULL))))::text, true) AS said
 )
 SELECT k.id, coalesce(u.lease_token, '00000000-0000-0000-0000-000000000000') AS lease_token,
   coalesce(u.delivery_id::text, '') AS delivery_id, k.event_type,
@@ -300,9 +295,9 @@ WITH told AS (
 ), offers AS (
   SELECT x.event_id, x.endpoint_id, x.created_at,
     row_number() OVER (PARTITION BY x.endpoint_id ORDER BY x.created_at, x.event_id) <= CASE
-      WHEN x.endpoint_id IS NULL THEN :'env_room'::int - coalesce((d.t ->> 'env')::int, 0)
+      WHEN x.endpoint_id IS NULL THEN webhook_flow_room(d.t -> 'grant', NULL, :'env_room'::int) - coalesce((d.t ->> 'env')::int, 0)
       WHEN x.endpoint_id = ANY(:'skip'::uuid[]) THEN 0
-      ELSE coalesce((:'room'::jsonb ->> x.endpoint_id::text)::int, :'default_room'::int)
+      ELSE webhook_flow_room(d.t -> 'grant', x.endpoint_id, coalesce((:'room'::jsonb ->> x.endpoint_id::text)::int, :'default_room'::int))
         - coalesce((d.t -> 'rooms' ->> x.endpoint_id::text)::int, 0)
     END AS roomy
   FROM targets x
@@ -319,7 +314,7 @@ WITH told AS (
   WHERE NOT :'env'::boolean AND ev.ordering_key IS NULL AND ev.fan_to IS NULL
     AND webhook_time_clamp(ev.created_at) = ev.created_at
   GROUP BY f.event_id
-  HAVING bool_and(f.lease)
+  HAVING bool_and(f.lease AND NOT coalesce((SELECT t FROM told) -> 'grant' ? webhook_flow_key(f.endpoint_id), false))
 ), fanned AS (
   INSERT INTO webhook_outbox (delivery_id, event_type, payload, created_at, endpoint_id, headers, ordering_key, locked_until, lease_token)
   SELECT md5(o.delivery_id::text || '/' || f.endpoint_id::text)::uuid, o.event_type, o.payload, o.created_at, f.endpoint_id,
@@ -366,6 +361,12 @@ WITH told AS (
   FROM upd u
   JOIN fits f ON f.event_id = u.id
   WHERE u.eps IS NOT NULL
+), said AS (
+  SELECT set_config('fluxora.claim', (SELECT CASE WHEN NOT t ? 'grant' THEN t::text ELSE (t || jsonb_build_object('leased',
+      coalesce(t -> 'leased', '[]') || (SELECT coalesce(jsonb_agg(jsonb_build_array(webhook_flow_key(o.endpoint_id), o.id)), '[]')
+      FROM out o
+      WHERE o.lease_token IS NOT NULL AND o.event = 0 AND o.state <> 'event_in_flight'
+        AND t -> 'grant' ? webhook_flow_key(o.endpoint_id))))::text END FROM told), true) AS said
 )
 SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000') AS lease_token, o.delivery_id::text AS delivery_id,
   o.event_type,
@@ -382,7 +383,8 @@ SELECT o.id, coalesce(o.lease_token, '00000000-0000-0000-0000-000000000000') AS 
   false AS more, false AS plain, true AS events_due,
   :'env'::boolean OR coalesce(((SELECT t FROM told) ->> 'queued')::boolean, true) OR EXISTS (SELECT 1 FROM fanned) AS queued
 FROM out o
-LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
+LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id
+WHERE (SELECT said FROM said) IS NOT NULL;
 
 -- name: claim_plain
 -- The claim of a worker whose events, as far as this claim finds them, go
@@ -394,30 +396,19 @@ LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id;
 -- own one delivery. Where that does not hold it takes nothing and returns
 -- no row: the three steps run instead. Open with nothing due, it returns
 -- one row of state 'status'.
-WITH RECURSIVE queues(endpoint_id) AS (
-  (SELECT o.endpoint_id
-   FROM webhook_outbox o
-   WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held
-   ORDER BY o.endpoint_id
-   LIMIT 1)
-  UNION ALL
-  SELECT (SELECT o.endpoint_id
-          FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id AND NOT o.held
-          ORDER BY o.endpoint_id
-          LIMIT 1)
-  FROM queues q
-  WHERE q.endpoint_id IS NOT NULL
-), plain AS (
+WITH plain AS (
   SELECT NOT EXISTS (SELECT 1
-                     FROM queues q
-                     WHERE q.endpoint_id IS NOT NULL AND q.endpoint_id <> ALL(:'skip'::uuid[])
+                     FROM webhook_queues() q(endpoint_id)
+                     WHERE q.endpoint_id <> ALL(:'skip'::uuid[])
                        AND (SELECT true
                             FROM webhook_outbox o
                             WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held
                               AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
                             ORDER BY o.created_at, o.id
-                            LIMIT 1)) AS ok
+                            LIMIT 1))
+    AND NOT EXISTS (SELECT 1
+                    FROM webhook_flow f
+                    WHERE f.endpoint_id = '00000000-0000-0000-0000-000000000000' AND f.paused_until > now()) AS ok
 ), picked AS (
   SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed
   FROM webhook_outbox o

@@ -6,26 +6,11 @@
 -- webhook_outbox_queue_idx per endpoint with pending rows (a loose index
 -- scan, as the claim lists its queues; ARCHITECTURE.md, "The claim"), one
 -- of the events and one of the WEBHOOK_URL endpoint's deliveries.
-WITH RECURSIVE queues(endpoint_id) AS (
-  (SELECT o.endpoint_id
-   FROM webhook_outbox o
-   WHERE NOT o.processed AND o.endpoint_id IS NOT NULL AND NOT o.held
-   ORDER BY o.endpoint_id
-   LIMIT 1)
-  UNION ALL
-  SELECT (SELECT o.endpoint_id
-          FROM webhook_outbox o
-          WHERE NOT o.processed AND o.endpoint_id > q.endpoint_id AND NOT o.held
-          ORDER BY o.endpoint_id
-          LIMIT 1)
-  FROM queues q
-  WHERE q.endpoint_id IS NOT NULL
-), heads AS (
+WITH heads AS (
   SELECT (SELECT min(o.created_at)
           FROM webhook_outbox o
           WHERE NOT o.processed AND o.endpoint_id = q.endpoint_id AND NOT o.held AND o.created_at > now()) AS at
-  FROM queues q
-  WHERE q.endpoint_id IS NOT NULL
+  FROM webhook_queues() q(endpoint_id)
   UNION ALL
   SELECT min(o.created_at)
   FROM webhook_outbox o
