@@ -11,16 +11,21 @@ import (
 
 // History's time partitions (queries/history.sql; ARCHITECTURE.md, "Where
 // rows live"): PrepareHistory makes them ahead, DropHistoryBefore drops
-// them whole; retention.go empties the default partitions.
+// them whole, MoveHistory and AttachHistory move the default partitions'
+// rows into partitions of their time; retention.go deletes the default
+// partitions' rows past the retention.
 
 var (
 	prepareHistorySQL = rawStatement("prepare_history")
 	detachHistorySQL  = rawStatement("detach_history")
 	dropDetachedSQL   = rawStatement("drop_detached")
+	moveHistorySQL    = rawStatement("move_history")
+	attachHistorySQL  = rawStatement("attach_history")
 )
 
-// historyParents are the partitioned tables of history, by time.
-var historyParents = [...]string{"webhook_outbox_history", "webhook_attempts"}
+// HistoryParents are the partitioned tables of history, by time: the
+// processed outbox rows and the attempts.
+var HistoryParents = [...]string{"webhook_outbox_history", "webhook_attempts"}
 
 // preparedRow is prepare_history's result.
 type preparedRow struct {
@@ -58,7 +63,7 @@ func (s *Store) PrepareHistory(ctx context.Context, width, ahead time.Duration) 
 // then drops them, and returns the names of the tables dropped.
 func (s *Store) DropHistoryBefore(ctx context.Context, retention time.Duration) ([]string, error) {
 	var err error
-	for _, parent := range historyParents {
+	for _, parent := range HistoryParents {
 		if err = s.detachAll(ctx, parent, retention); err != nil {
 			break
 		}
@@ -93,5 +98,67 @@ func (s *Store) detachAll(ctx context.Context, parent string, retention time.Dur
 		if r.Detached == nil {
 			return nil
 		}
+	}
+}
+
+// HistoryMove is one batch of MoveHistory.
+type HistoryMove struct {
+	// Parent is one of HistoryParents.
+	Parent string
+	// Width is the width of the partitions a range is made for, as
+	// PrepareHistory's.
+	Width time.Duration
+	// Retention: rows older are left (retention deletes them); 0 moves
+	// rows of any age.
+	Retention time.Duration
+	// Ahead: rows later than this far from now are left, until their time
+	// nears.
+	Ahead time.Duration
+	// Batch is the most rows a statement moves.
+	Batch int
+	// LockKey is the advisory lock of one mover across workers.
+	LockKey int64
+}
+
+// movedRow is move_history's result.
+type movedRow struct {
+	Got   bool  `db:"got"`
+	Moved int64 `db:"moved"`
+}
+
+// MoveHistory moves one batch of rows of m.Parent's default partition into
+// the staging table of their range (move_history): n is 0 when none is
+// left to move; got is false, and n 0, when another session holds the
+// lock. A staged range becomes a partition with AttachHistory once the
+// default holds none of its rows.
+func (s *Store) MoveHistory(ctx context.Context, m HistoryMove) (n int64, got bool, err error) {
+	r, err := queryOne[movedRow](ctx, s.pool, moveHistorySQL, pgx.NamedArgs{
+		"parent": m.Parent, "width_s": int64(m.Width / time.Second), "retention_ms": m.Retention.Milliseconds(),
+		"ahead_s": int64(m.Ahead / time.Second), "batch": m.Batch, "lock_key": m.LockKey})
+	if err != nil {
+		return 0, false, fmt.Errorf("move history of %s: %w", m.Parent, err)
+	}
+	return r.Moved, r.Got, nil
+}
+
+// attachedRow is attach_history's result: nil when nothing was attached.
+type attachedRow struct {
+	Attached *string `db:"attached"`
+}
+
+// AttachHistory attaches every staged range of parent whose rows have left
+// the default partition, but for at most batch (moved first), as its
+// partition, one statement each, and returns their names.
+func (s *Store) AttachHistory(ctx context.Context, parent string, batch int) ([]string, error) {
+	var names []string
+	for {
+		r, err := queryOne[attachedRow](ctx, s.pool, attachHistorySQL, pgx.NamedArgs{"parent": parent, "batch": batch})
+		if err != nil {
+			return names, fmt.Errorf("attach history of %s: %w", parent, err)
+		}
+		if r.Attached == nil {
+			return names, nil
+		}
+		names = append(names, *r.Attached)
 	}
 }

@@ -2,12 +2,15 @@
 // attempt history, webhook_attempts) in time partitions and removes it
 // after the retention period: it creates the partitions ahead of time,
 // drops each one whole once its newest possible row is past the retention,
-// and deletes in small batches the few rows of the default partitions
-// (those no time partition covered). Dropping a partition is one short
-// lock, not a DELETE: the outbox's pending rows, in their own partition,
-// never see it. Of several workers, one deletes at a time (a
-// transaction-scoped advisory lock taken by each batch's statement, which
-// works through PgBouncer in transaction mode too).
+// deletes in small batches the rows of the default partitions (those no
+// time partition covered) past the retention, and moves the others, in
+// small batches, into partitions of their time, so that the default
+// partitions stay small. It also removes the ordering lanes idle for the
+// retention. Dropping a partition is one short lock, not a DELETE: the
+// outbox's pending rows, in their own partition, never see it. Of several
+// workers, one deletes, moves or prunes at a time (a transaction-scoped
+// advisory lock taken by each batch's statement, which works through
+// PgBouncer in transaction mode too).
 package retention
 
 import (
@@ -32,8 +35,17 @@ const (
 	// IntervalMax caps the default interval between rounds.
 	IntervalMax = 5 * time.Minute
 	// DailyFrom is the shortest retention kept in daily partitions;
-	// a shorter one is kept in hourly partitions.
+	// a shorter one is kept in hourly partitions, down to HourlyFrom.
 	DailyFrom = 48 * time.Hour
+	// HourlyFrom is the shortest retention kept in hourly partitions; a
+	// shorter one is kept in partitions of ShortWidth, so that history
+	// stays within the retention and one such width.
+	HourlyFrom = 2 * time.Hour
+	// ShortWidth is the partitions' width below HourlyFrom.
+	ShortWidth = 10 * time.Minute
+	// LanesPerRound is the most ordering lanes a round looks at; the next
+	// round goes on from there.
+	LanesPerRound = 200_000
 	// RetryAfter is how soon a round that failed (a partition's lock not
 	// had in time, say) is tried again, when Interval is longer.
 	RetryAfter = 30 * time.Second
@@ -52,7 +64,8 @@ type Config struct {
 	// Interval between rounds. Defaults to min(Retention/10, IntervalMax),
 	// IntervalMax when Retention is 0.
 	Interval time.Duration
-	// BatchSize is the most rows per DELETE of a default partition.
+	// BatchSize is the most rows per statement on a default partition
+	// (a DELETE, a move), and the ordering lanes a statement looks at.
 	// Defaults to BatchSizeDefault.
 	BatchSize int
 	// Logger defaults to discarding.
@@ -62,10 +75,13 @@ type Config struct {
 }
 
 // PartitionWidth is the width of the history's time partitions for a
-// retention: an hour below DailyFrom, a day from it on and when history
-// is kept forever (0).
+// retention: ShortWidth below HourlyFrom, an hour below DailyFrom, a day
+// from it on and when history is kept forever (0).
 func PartitionWidth(retention time.Duration) time.Duration {
-	if retention > 0 && retention < DailyFrom {
+	switch {
+	case retention > 0 && retention < HourlyFrom:
+		return ShortWidth
+	case retention > 0 && retention < DailyFrom:
 		return time.Hour
 	}
 	return 24 * time.Hour
@@ -79,6 +95,11 @@ type Deleter struct {
 	deleted  prometheus.Counter
 	attempts prometheus.Counter
 	dropped  prometheus.Counter
+	moved    map[string]prometheus.Counter // by history parent
+	pruned   prometheus.Counter
+	// lanes is where the walk of the ordering lanes stands: each round
+	// goes on from the last (Run's rounds are sequential).
+	lanes outbox.LaneCursor
 	// prepared is set by a Prepare that succeeded and taken by the next
 	// round, which then need not prepare again: the worker prepares before
 	// it claims, and its first round follows at once.
@@ -101,7 +122,7 @@ func New(cfg Config) (*Deleter, error) {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	f := promauto.With(cfg.Registerer)
-	return &Deleter{cfg: cfg, store: store, deleted: f.NewCounter(prometheus.CounterOpts{
+	d := &Deleter{cfg: cfg, store: store, deleted: f.NewCounter(prometheus.CounterOpts{
 		Name: "fluxora_webhook_retention_deleted_rows_total",
 		Help: "Processed outbox rows deleted one by one by retention (those of the default partition; whole partitions are counted in retention_dropped_partitions_total).",
 	}), attempts: f.NewCounter(prometheus.CounterOpts{
@@ -110,7 +131,22 @@ func New(cfg Config) (*Deleter, error) {
 	}), dropped: f.NewCounter(prometheus.CounterOpts{
 		Name: "fluxora_webhook_retention_dropped_partitions_total",
 		Help: "Time partitions of the history (processed outbox rows, attempts) dropped whole by retention.",
-	})}, nil
+	})}
+	d.moved = map[string]prometheus.Counter{
+		outbox.HistoryParents[0]: f.NewCounter(prometheus.CounterOpts{
+			Name: "fluxora_webhook_retention_moved_rows_total",
+			Help: "Processed outbox rows moved by retention from the default partition into a partition of their time.",
+		}),
+		outbox.HistoryParents[1]: f.NewCounter(prometheus.CounterOpts{
+			Name: "fluxora_webhook_retention_moved_attempts_total",
+			Help: "Rows of webhook_attempts moved by retention from the default partition into a partition of their time.",
+		}),
+	}
+	d.pruned = f.NewCounter(prometheus.CounterOpts{
+		Name: "fluxora_webhook_retention_pruned_lanes_total",
+		Help: "Ordering lanes removed by retention: idle for the retention, nothing pending, no dead letter holding them.",
+	})
+	return d, nil
 }
 
 // Prepare creates the time partitions the history needs from one
@@ -157,9 +193,12 @@ func (d *Deleter) Run(ctx context.Context) error {
 }
 
 // RunOnce prepares the partitions ahead (unless Prepare just did), then,
-// unless history is kept forever, drops the partitions past the retention and deletes the old
-// rows of the default partitions (processed rows, then attempts) in
-// batches until none is left. deleted counts the rows deleted one by one;
+// unless history is kept forever, drops the partitions past the retention
+// and deletes the old rows of the default partitions (processed rows, then
+// attempts) in batches until none is left; then moves the default
+// partitions' other rows into partitions of their time (moveDefaults),
+// and, unless history is kept forever, removes the ordering lanes idle for
+// the retention (pruneLanes). deleted counts the rows deleted one by one;
 // skipped is true when another worker holds the retention lock, and the
 // round then stops.
 func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err error) {
@@ -168,18 +207,26 @@ func (d *Deleter) RunOnce(ctx context.Context) (deleted int64, skipped bool, err
 			return 0, false, err
 		}
 	}
-	if d.cfg.Retention == 0 {
-		return 0, false, nil
+	if d.cfg.Retention > 0 {
+		names, err := d.store.DropHistoryBefore(ctx, d.cfg.Retention)
+		d.dropped.Add(float64(len(names)))
+		for _, name := range names {
+			d.cfg.Logger.Info("retention: dropped a history partition", "partition", name)
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("retention: %w", err)
+		}
+		if deleted, skipped, err = d.deleteDefaults(ctx); err != nil || skipped {
+			return deleted, skipped, err
+		}
 	}
-	names, err := d.store.DropHistoryBefore(ctx, d.cfg.Retention)
-	d.dropped.Add(float64(len(names)))
-	for _, name := range names {
-		d.cfg.Logger.Info("retention: dropped a history partition", "partition", name)
+	if skipped, err = d.moveDefaults(ctx); err != nil || skipped {
+		return deleted, skipped, err
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("retention: %w", err)
+	if d.cfg.Retention > 0 {
+		skipped, err = d.pruneLanes(ctx)
 	}
-	return d.deleteDefaults(ctx)
+	return deleted, skipped, err
 }
 
 // deleteDefaults deletes, in batches, the default partitions' rows past

@@ -777,6 +777,48 @@ $$;
 
 
 --
+-- Name: webhook_history_attach(regclass, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_attach(p_parent regclass, p_batch integer) RETURNS text
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    l record;
+    g record;
+    left_in bigint;
+    name text;
+BEGIN
+    PERFORM set_config('lock_timeout', '500ms', true);
+    PERFORM pg_advisory_xact_lock(hashtext('fluxora_history'), 1);
+    SELECT * INTO l FROM webhook_history_layout(p_parent);
+    FOR g IN SELECT s.* FROM webhook_history_staged s
+              WHERE s.parent = p_parent
+                AND NOT EXISTS (SELECT 1 FROM webhook_partition_bounds(p_parent) b WHERE b.lo < s.hi AND b.hi > s.lo)
+              ORDER BY s.lo LOOP
+        EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2 LIMIT $3) r',
+                       l.dflt, l.rows_are, l.col)
+           INTO left_in USING g.lo, g.hi, p_batch + 1;
+        CONTINUE WHEN left_in > p_batch;
+        PERFORM webhook_history_lock(p_parent, l.dflt, g.lo, g.hi);
+        EXECUTE format('WITH moved AS (DELETE FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2 RETURNING *)
+                        INSERT INTO %4$s SELECT * FROM moved', l.dflt, l.rows_are, l.col, g.staged) USING g.lo, g.hi;
+        PERFORM webhook_history_refute(l.dflt, l.col, g.lo, g.hi);
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
+        EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)', p_parent, g.staged, g.lo, g.hi);
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_refute', l.dflt);
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_range', g.staged);
+        name := webhook_history_name(p_parent, g.lo);
+        EXECUTE format('ALTER TABLE %s RENAME TO %I', g.staged, name);
+        DELETE FROM webhook_history_staged WHERE staged = g.staged;
+        RETURN name;
+    END LOOP;
+    RETURN NULL;
+END;
+$_$;
+
+
+--
 -- Name: webhook_history_create(regclass, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -784,10 +826,21 @@ CREATE FUNCTION public.webhook_history_create(p_parent regclass, p_lo timestamp 
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    name text := format('%s_p%s', (SELECT relname FROM pg_class WHERE oid = p_parent),
-                        to_char(p_lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MI'));
+    l record;
 BEGIN
-    EXECUTE format('CREATE TABLE %I PARTITION OF %s FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 100)', name, p_parent, p_lo, p_hi);
+    IF EXISTS (SELECT 1 FROM webhook_history_staged s WHERE s.parent = p_parent AND s.lo < p_hi AND s.hi > p_lo) THEN
+        RETURN 0;
+    END IF;
+    SELECT * INTO l FROM webhook_history_layout(p_parent);
+    IF l.dflt IS NOT NULL THEN
+        PERFORM webhook_history_lock(p_parent, l.dflt, p_lo, p_hi);
+        PERFORM webhook_history_refute(l.dflt, l.col, p_lo, p_hi);
+    END IF;
+    EXECUTE format('CREATE TABLE %I PARTITION OF %s FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 100)',
+                   webhook_history_name(p_parent, p_lo), p_parent, p_lo, p_hi);
+    IF l.dflt IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT webhook_history_refute', l.dflt);
+    END IF;
     RETURN 1;
 EXCEPTION WHEN check_violation THEN
     RETURN 0;
@@ -843,6 +896,99 @@ $_$;
 
 
 --
+-- Name: webhook_history_layout(regclass); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_layout(p_parent regclass, OUT dflt regclass, OUT col name, OUT rows_are text) RETURNS record
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT nullif(p.partdefid, 0)::regclass, a.attname,
+           CASE WHEN EXISTS (SELECT 1 FROM pg_attribute b
+                              WHERE b.attrelid = p.partrelid AND b.attname = 'processed' AND NOT b.attisdropped)
+                THEN 'processed' ELSE 'true' END
+      FROM pg_partitioned_table p
+      JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
+     WHERE p.partrelid = p_parent
+$$;
+
+
+--
+-- Name: webhook_history_lock(regclass, regclass, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_lock(p_parent regclass, p_dflt regclass, p_lo timestamp with time zone, p_hi timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_lo < now() + interval '5 minutes' AND p_hi > now() - interval '5 minutes' THEN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_parent);
+    END IF;
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', p_dflt);
+END;
+$$;
+
+
+--
+-- Name: webhook_history_move(regclass, interval, timestamp with time zone, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_move(p_parent regclass, p_width interval, p_from timestamp with time zone, p_to timestamp with time zone, p_batch integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    l record;
+    g webhook_history_staged;
+    t timestamptz;
+    n integer;
+BEGIN
+    SELECT * INTO l FROM webhook_history_layout(p_parent);
+    IF l.dflt IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT * INTO g FROM webhook_history_staged s
+     WHERE s.parent = p_parent AND EXISTS (SELECT 1 FROM webhook_partition_bounds(p_parent) b WHERE b.lo < s.hi AND b.hi > s.lo)
+     LIMIT 1;
+    IF FOUND THEN
+        EXECUTE format('WITH back AS (DELETE FROM %1$s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %1$s LIMIT $1)) RETURNING *)
+                        INSERT INTO %2$s SELECT * FROM back', g.staged, p_parent) USING p_batch;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        IF n < p_batch THEN
+            EXECUTE format('DROP TABLE %s', g.staged);
+            DELETE FROM webhook_history_staged WHERE staged = g.staged;
+        END IF;
+        RETURN greatest(n, 1);
+    END IF;
+    EXECUTE format('SELECT %1$I FROM %2$s WHERE %3$s AND %1$I >= $1 AND %1$I < $2 ORDER BY %1$I LIMIT 1', l.col, l.dflt, l.rows_are)
+       INTO t USING p_from, p_to;
+    IF t IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT * INTO g FROM webhook_history_staged s WHERE s.parent = p_parent AND s.lo <= t AND t < s.hi;
+    IF NOT FOUND THEN
+        g := webhook_history_stage(p_parent, p_width, t);
+    END IF;
+    EXECUTE format('WITH moved AS (DELETE FROM %1$s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %1$s WHERE %2$s AND %3$I >= $1 AND %3$I < $2 LIMIT $3))
+                                   RETURNING *)
+                    INSERT INTO %4$s SELECT * FROM moved', l.dflt, l.rows_are, l.col, g.staged) USING g.lo, g.hi, p_batch;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END;
+$_$;
+
+
+--
+-- Name: webhook_history_name(regclass, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_name(p_parent regclass, p_lo timestamp with time zone, p_kind text DEFAULT 'p'::text) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT format('%s_%s%s', c.relname, p_kind, to_char(p_lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MI'))
+      FROM pg_class c WHERE c.oid = p_parent
+$$;
+
+
+--
 -- Name: webhook_history_prepare(regclass, interval, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -878,6 +1024,71 @@ BEGIN
         s := e;
     END LOOP;
     RETURN made;
+END;
+$$;
+
+
+--
+-- Name: webhook_history_refute(regclass, name, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_refute(p_dflt regclass, p_col name, p_lo timestamp with time zone, p_hi timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT webhook_history_refute CHECK (NOT (%I IS NOT NULL AND %I >= %L AND %I < %L))',
+                   p_dflt, p_col, p_col, p_lo, p_col, p_hi);
+END;
+$$;
+
+
+--
+-- Name: webhook_history_staged; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_history_staged (
+    staged regclass NOT NULL,
+    parent regclass NOT NULL,
+    lo timestamp with time zone NOT NULL,
+    hi timestamp with time zone NOT NULL,
+    CONSTRAINT webhook_history_staged_check CHECK ((hi > lo))
+);
+
+
+--
+-- Name: webhook_history_stage(regclass, interval, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_history_stage(p_parent regclass, p_width interval, p_at timestamp with time zone) RETURNS public.webhook_history_staged
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    w double precision := extract(epoch FROM p_width);
+    s timestamptz := to_timestamp(floor(extract(epoch FROM p_at) / w) * w);
+    l record;
+    r webhook_history_staged;
+    name text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('fluxora_history'), 1);
+    SELECT * INTO l FROM webhook_history_layout(p_parent);
+    WITH covered AS (
+        SELECT b.lo, b.hi FROM webhook_partition_bounds(p_parent) b
+        UNION ALL
+        SELECT g.lo, g.hi FROM webhook_history_staged g WHERE g.parent = p_parent
+    )
+    SELECT greatest(s, (SELECT max(c.hi) FROM covered c WHERE c.hi <= p_at)),
+           least(s + p_width, (SELECT min(c.lo) FROM covered c WHERE c.lo > p_at))
+      INTO r.lo, r.hi;
+    name := webhook_history_name(p_parent, r.lo, 'm');
+    EXECUTE format('CREATE TABLE %I (LIKE %s INCLUDING ALL) WITH (fillfactor = 100)', name, p_parent);
+    -- The proof ATTACH looks for: every row in the range (and processed,
+    -- for the outbox), so that it reads nothing.
+    EXECUTE format('ALTER TABLE %I ADD CONSTRAINT webhook_history_range CHECK (%s AND %I IS NOT NULL AND %I >= %L AND %I < %L)',
+                   name, l.rows_are, l.col, l.col, r.lo, l.col, r.hi);
+    r.staged := name::regclass;
+    r.parent := p_parent;
+    INSERT INTO webhook_history_staged VALUES (r.*);
+    RETURN r;
 END;
 $$;
 
@@ -1034,6 +1245,17 @@ $$;
 
 
 --
+-- Name: webhook_ordering_bucket(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_ordering_bucket(p_key text) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT ('x' || substr(md5(p_key), 1, 3))::bit(12)::integer & 1023
+$$;
+
+
+--
 -- Name: webhook_ordering_busy(uuid, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1131,14 +1353,31 @@ $$;
 --
 
 CREATE FUNCTION public.webhook_ordering_lock(p_endpoint uuid, p_key text, p_next boolean, p_at_least bigint) RETURNS bigint
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
+DECLARE
+    e uuid := coalesce(p_endpoint, webhook_ordering_nil());
+    seq bigint;
+BEGIN
+    UPDATE webhook_ordering_lanes l
+       SET last_seq = CASE WHEN p_next THEN l.last_seq + 1 ELSE greatest(l.last_seq, coalesce(p_at_least, 0)) END,
+           touched_at = now()
+     WHERE l.endpoint_id = e AND l.ordering_key = p_key
+    RETURNING l.last_seq INTO seq;
+    IF FOUND THEN
+        RETURN seq;
+    END IF;
+    SELECT coalesce(max(f.last_seq), 0) INTO seq
+      FROM webhook_ordering_floors f
+     WHERE f.endpoint_id = e AND f.bucket = webhook_ordering_bucket(p_key);
     INSERT INTO webhook_ordering_lanes AS l (endpoint_id, ordering_key, last_seq)
-    VALUES (coalesce(p_endpoint, webhook_ordering_nil()), p_key, CASE WHEN p_next THEN 1 ELSE coalesce(p_at_least, 0) END)
+    VALUES (e, p_key, CASE WHEN p_next THEN seq + 1 ELSE greatest(seq, coalesce(p_at_least, 0)) END)
     ON CONFLICT (endpoint_id, ordering_key) DO UPDATE
         SET last_seq = CASE WHEN p_next THEN l.last_seq + 1 ELSE greatest(l.last_seq, coalesce(p_at_least, 0)) END,
             touched_at = now()
-    RETURNING last_seq
+    RETURNING l.last_seq INTO seq;
+    RETURN seq;
+END;
 $$;
 
 
@@ -1190,6 +1429,54 @@ BEGIN
     IF v_next IS NOT NULL THEN
         UPDATE webhook_outbox_pending SET held = false WHERE id = v_next;
     END IF;
+END;
+$$;
+
+
+--
+-- Name: webhook_ordering_prune(interval, uuid, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_ordering_prune(p_idle interval, p_endpoint uuid, p_key text, p_limit integer, OUT removed integer, OUT last_endpoint uuid, OUT last_key text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    -- Before every lane: keys are never empty.
+    from_endpoint uuid := coalesce(p_endpoint, webhook_ordering_nil());
+    from_key text := coalesce(p_key, '');
+    locked webhook_ordering_lanes[];
+BEGIN
+    SELECT w.endpoint_id, w.ordering_key INTO last_endpoint, last_key
+      FROM (SELECT l.endpoint_id, l.ordering_key FROM webhook_ordering_lanes l
+             WHERE (l.endpoint_id, l.ordering_key) > (from_endpoint, from_key)
+             ORDER BY l.endpoint_id, l.ordering_key LIMIT p_limit) w
+     ORDER BY w.endpoint_id DESC, w.ordering_key DESC LIMIT 1;
+    IF last_endpoint IS NULL THEN
+        removed := 0;
+        RETURN;
+    END IF;
+    SELECT array_agg(l) INTO locked
+      FROM (SELECT l.* FROM webhook_ordering_lanes l
+             WHERE (l.endpoint_id, l.ordering_key) > (from_endpoint, from_key)
+               AND (l.endpoint_id, l.ordering_key) <= (last_endpoint, last_key)
+               AND l.touched_at < now() - p_idle
+             ORDER BY l.endpoint_id, l.ordering_key
+               FOR UPDATE SKIP LOCKED) l;
+    WITH gone AS (
+        DELETE FROM webhook_ordering_lanes l
+         USING unnest(locked) c
+         WHERE l.endpoint_id = c.endpoint_id AND l.ordering_key = c.ordering_key
+           AND NOT webhook_ordering_busy(nullif(l.endpoint_id, webhook_ordering_nil()), l.ordering_key)
+        RETURNING l.endpoint_id, l.ordering_key, l.last_seq
+    ), floors AS (
+        INSERT INTO webhook_ordering_floors AS f (endpoint_id, bucket, last_seq)
+        SELECT g.endpoint_id, webhook_ordering_bucket(g.ordering_key), max(g.last_seq)
+          FROM gone g
+         GROUP BY 1, 2
+        ON CONFLICT (endpoint_id, bucket) DO UPDATE SET last_seq = greatest(f.last_seq, excluded.last_seq)
+        RETURNING 1
+    )
+    SELECT count(*) INTO removed FROM gone;
 END;
 $$;
 
@@ -1518,6 +1805,18 @@ CREATE TABLE public.webhook_flow (
 
 
 --
+-- Name: webhook_ordering_floors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_ordering_floors (
+    endpoint_id uuid NOT NULL,
+    bucket integer NOT NULL,
+    last_seq bigint NOT NULL,
+    CONSTRAINT webhook_ordering_floors_bucket_check CHECK (((bucket >= 0) AND (bucket < 1024)))
+);
+
+
+--
 -- Name: webhook_ordering_lanes; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1765,6 +2064,22 @@ ALTER TABLE ONLY public.webhook_flow
 
 
 --
+-- Name: webhook_history_staged webhook_history_staged_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_history_staged
+    ADD CONSTRAINT webhook_history_staged_pkey PRIMARY KEY (staged);
+
+
+--
+-- Name: webhook_ordering_floors webhook_ordering_floors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_ordering_floors
+    ADD CONSTRAINT webhook_ordering_floors_pkey PRIMARY KEY (endpoint_id, bucket);
+
+
+--
 -- Name: webhook_ordering_lanes webhook_ordering_lanes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1873,6 +2188,20 @@ CREATE INDEX webhook_outbox_events_idx ON public.webhook_outbox_pending USING bt
 
 
 --
+-- Name: webhook_outbox_history_delivery_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_outbox_history_delivery_id_idx ON ONLY public.webhook_outbox_history USING btree (delivery_id);
+
+
+--
+-- Name: webhook_outbox_history_default_delivery_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_outbox_history_default_delivery_id_idx ON public.webhook_outbox_history_default USING btree (delivery_id);
+
+
+--
 -- Name: webhook_outbox_history_processed_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1919,6 +2248,13 @@ ALTER INDEX public.webhook_attempts_delivery_id_idx ATTACH PARTITION public.webh
 --
 
 ALTER INDEX public.webhook_attempts_started_at_idx ATTACH PARTITION public.webhook_attempts_default_started_at_endpoint_id_error_class_idx;
+
+
+--
+-- Name: webhook_outbox_history_default_delivery_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.webhook_outbox_history_delivery_id_idx ATTACH PARTITION public.webhook_outbox_history_default_delivery_id_idx;
 
 
 --

@@ -63,3 +63,32 @@ FROM (
                     WHERE d.endpoint_id IS NULL AND d.ordering_key = l.ordering_key AND NOT d.order_broken AND NOT d.fan_out)
 ) nx
 WHERE NOT o.processed AND o.id = nx.id;
+
+-- name: prune_lanes
+-- If it gets the lock :'lock_key', looks at the :'limit' lanes after
+-- (:'after_endpoint', :'after_key') (NULL: from the first) and removes those
+-- untouched for :'idle_ms' milliseconds with nothing pending and no dead
+-- letter holding them (webhook_ordering_prune, migration 026: locked as
+-- producers lock them, their sequences kept in their floors). Returns
+-- whether it got the lock, how many it removed, and the last lane it
+-- looked at (NULL: it reached the end).
+WITH lock AS MATERIALIZED (
+  SELECT pg_try_advisory_xact_lock(:'lock_key') AS got
+), pruned AS MATERIALIZED (
+  SELECT p.removed,
+    p.last_endpoint,
+    p.last_key
+  FROM lock l
+  CROSS JOIN LATERAL webhook_ordering_prune(
+    :'idle_ms' * interval '1 millisecond',
+    :'after_endpoint'::uuid,
+    :'after_key'::text,
+    :'limit') p
+  WHERE l.got
+)
+SELECT l.got,
+  coalesce(p.removed, 0) AS removed,
+  p.last_endpoint::text AS last_endpoint,
+  p.last_key
+FROM lock l
+LEFT JOIN pruned p ON true;
