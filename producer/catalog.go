@@ -9,9 +9,16 @@ import (
 	"strings"
 
 	"github.com/fluxora/webhook-worker/eventtypes"
-	"github.com/fluxora/webhook-worker/outbox/insert"
 	"github.com/fluxora/webhook-worker/webhook"
 )
+
+// catalogSQL reads the event catalog in one row: strict mode, the
+// catalog's version, and a JSON array of the types, each its name and its
+// schema (null: any JSON). The producer kit's own read: no other package
+// runs it.
+const catalogSQL = `SELECT c.strict, c.version, coalesce((SELECT json_agg(json_build_object('name', t.name, 'schema', t.schema))
+  FROM webhook_event_types t), '[]')::text
+FROM webhook_event_catalog c`
 
 // Errors of the event catalog; test with errors.Is.
 var (
@@ -39,7 +46,7 @@ type Catalog struct{ c *eventtypes.Catalog }
 // LoadCatalog reads the event catalog in one round trip (pgx.Tx,
 // *pgxpool.Pool, …, as Enqueue takes them) and compiles its schemas.
 func LoadCatalog[R Row](ctx context.Context, q Querier[R]) (*Catalog, error) {
-	return scanCatalog(q.QueryRow(ctx, insert.CatalogSQL))
+	return scanCatalog(q.QueryRow(ctx, catalogSQL))
 }
 
 // LoadCatalogSQL is LoadCatalog for database/sql (*sql.DB, *sql.Tx,
@@ -47,7 +54,7 @@ func LoadCatalog[R Row](ctx context.Context, q Querier[R]) (*Catalog, error) {
 func LoadCatalogSQL(ctx context.Context, q interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }) (*Catalog, error) {
-	return scanCatalog(q.QueryRowContext(ctx, insert.CatalogSQL))
+	return scanCatalog(q.QueryRowContext(ctx, catalogSQL))
 }
 
 func scanCatalog(r Row) (*Catalog, error) {
