@@ -115,11 +115,7 @@ func (w *worker) Run(ctx context.Context) error {
 	case <-gctx.Done():
 		return listenRefusal(g.Wait())
 	}
-	// History's partitions before the first outcome; without them its rows
-	// go to the default partitions, so a failure is only worth a warning.
-	if _, err := w.ret.Prepare(gctx); err != nil && gctx.Err() == nil {
-		w.log.Warn("worker: history partitions not prepared", "error", err)
-	}
+	w.prepareHistory(gctx)
 	g.Go(func() error { return w.d.Run(gctx, work) })
 	g.Go(func() error { return w.hsh.Run(gctx) })
 	g.Go(func() error { return w.eps.RunJanitor(gctx, endpoints.JanitorEveryDefault, w.cfg.DisableAfter) })
@@ -195,5 +191,31 @@ func logPreviousSecret(log *slog.Logger, cfg config, now time.Time) {
 	default:
 		log.Warn("WEBHOOK_SECRET_PREVIOUS_UNTIL has passed: the previous secret signs nothing; unset both variables",
 			"until", cfg.SecretPreviousUntil.UTC().Format(time.RFC3339))
+	}
+}
+
+// prepareHistory makes history's partitions before the first outcome.
+// Without them its rows go to the default partitions (and retention moves
+// them later), so a failure is only worth a warning; but a lock not had
+// in time (a transaction on the history, a vacuum) is usually gone a
+// moment later, so it is tried a few times, a second apart, first.
+func (w *worker) prepareHistory(ctx context.Context) {
+	const tries = 4
+	for try := 1; ; try++ {
+		_, err := w.ret.Prepare(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if try == tries {
+			w.log.Warn("worker: history partitions not prepared", "error", err, "tries", tries)
+			return
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }
