@@ -37,8 +37,9 @@ type endpointConsumer struct {
 	badSignatures atomic.Int64 // over the consumer's whole life
 	misrouted     atomic.Int64 // x-fluxora-endpoint is not the endpoint's name
 
-	mu  sync.Mutex
-	run *endpointRun
+	mu     sync.Mutex
+	run    *endpointRun
+	limits map[string]apiLimit // by endpoint name (consumer_limit.go)
 }
 
 // endpointRun is one measured run's record.
@@ -54,6 +55,10 @@ type endpointRun struct {
 	hung   map[string]int                 // requests left unanswered, by endpoint
 	open   map[string]int                 // requests waiting for their answer now, by endpoint
 	peak   map[string]int                 // the most of them at once, by endpoint
+	// buckets are the limited endpoints' token buckets; refused counts the
+	// requests their limits answered 429, by endpoint.
+	buckets map[string]*bucket
+	refused map[string]int
 	// counted are the endpoints await waits for; n counts their receipts.
 	counted map[string]bool
 	n, want int
@@ -136,7 +141,8 @@ func (c *endpointConsumer) reset(floor int64, hang map[string]bool) {
 	}
 	c.run = &endpointRun{floor: floor, hang: hang, ctx: ctx, cancel: cancel,
 		got: map[string]map[int64]time.Time{}, ins: map[int64]time.Time{},
-		hung: map[string]int{}, open: map[string]int{}, peak: map[string]int{}, done: make(chan struct{})}
+		hung: map[string]int{}, open: map[string]int{}, peak: map[string]int{},
+		buckets: map[string]*bucket{}, refused: map[string]int{}, done: make(chan struct{})}
 }
 
 func (c *endpointConsumer) serve(ep *endpoint, w http.ResponseWriter, r *http.Request) {
@@ -159,6 +165,10 @@ func (c *endpointConsumer) serve(ep *endpoint, w http.ResponseWriter, r *http.Re
 	var ev event
 	if err := json.Unmarshal(body, &ev); err != nil {
 		http.Error(w, "bad payload", http.StatusBadRequest)
+		return
+	}
+	if !c.admit(ep.name, at) {
+		refuse(w)
 		return
 	}
 	run, hang := c.arrive(ep.name)
@@ -277,6 +287,7 @@ type endpointSnapshot struct {
 	ins        map[int64]time.Time
 	dups       int
 	hung, peak map[string]int
+	refused    map[string]int
 }
 
 func (c *endpointConsumer) snapshot() endpointSnapshot {
@@ -284,7 +295,7 @@ func (c *endpointConsumer) snapshot() endpointSnapshot {
 	defer c.mu.Unlock()
 	s := c.run
 	out := endpointSnapshot{got: map[string]map[int64]time.Time{}, ins: maps.Clone(s.ins), dups: s.dups,
-		hung: maps.Clone(s.hung), peak: maps.Clone(s.peak)}
+		hung: maps.Clone(s.hung), peak: maps.Clone(s.peak), refused: maps.Clone(s.refused)}
 	for name, got := range s.got {
 		out.got[name] = maps.Clone(got)
 	}

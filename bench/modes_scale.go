@@ -18,6 +18,7 @@ import (
 // over the minutes between two runs weighs on both sides alike.
 const (
 	modeScaleBacklog = "scale-backlog"
+	modeScaleLimited = "scale-limited"
 	modeScaleIdle    = "scale-idle"
 	modeScaleFanout  = "scale-fanout"
 	modeScaleMany    = "scale-many"
@@ -26,7 +27,7 @@ const (
 
 // scaleModes run only when -modes names them (or "scale", all of them):
 // with their millions of rows they take several minutes per system.
-var scaleModes = []string{modeScaleBacklog, modeScaleIdle, modeScaleFanout, modeScaleMany, modeScaleHistory}
+var scaleModes = []string{modeScaleBacklog, modeScaleLimited, modeScaleIdle, modeScaleFanout, modeScaleMany, modeScaleHistory}
 
 // scaleAlias stands for every scale mode in -modes.
 const scaleAlias = "scale"
@@ -61,7 +62,8 @@ type ScaleResult struct {
 	// for order-blocked the baseline run just before it.
 	Around  map[string]*ScaleBaseline `json:"around,omitempty"`
 	Backlog *ScaleBacklog             `json:"backlog,omitempty"`
-	Idle    *ScaleDrain               `json:"idle,omitempty"` // one endpoint's drain beside an idle one
+	Limited *ScaleBacklog             `json:"limited,omitempty"` // scale-limited: stuck answers but is rate-limited
+	Idle    *ScaleDrain               `json:"idle,omitempty"`    // one endpoint's drain beside an idle one
 	Fanout  *ScaleFanout              `json:"fanout,omitempty"`
 	Many    *ScaleMany                `json:"many,omitempty"`
 	History *ScaleHistory             `json:"history,omitempty"`
@@ -142,7 +144,7 @@ func (r *runner) scale(ctx context.Context, mode string, res *SystemResult) erro
 
 // bracketed are the situations compared with the baseline runs around
 // them (the others have absolute targets, or compare runs of their own).
-var bracketed = map[string]bool{modeScaleBacklog: true, modeScaleIdle: true, modeScaleFanout: true, modeScaleHistory: true}
+var bracketed = map[string]bool{modeScaleBacklog: true, modeScaleLimited: true, modeScaleIdle: true, modeScaleFanout: true, modeScaleHistory: true}
 
 // base is what situation mode's ratios are against: the mean of the
 // baseline runs around it, else the first baseline.
@@ -173,7 +175,9 @@ func (s scaler) situation(ctx context.Context, mode string) error {
 	var err error
 	switch mode {
 	case modeScaleBacklog:
-		s.sc.Backlog, err = s.backlog(ctx)
+		s.sc.Backlog, err = s.backlog(ctx, false)
+	case modeScaleLimited:
+		s.sc.Limited, err = s.backlog(ctx, true)
 	case modeScaleIdle:
 		s.sc.Idle, err = s.idle(ctx)
 	case modeScaleFanout:

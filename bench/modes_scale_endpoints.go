@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,8 @@ const (
 	// scaleStuckSpan is how far back stuck's rows were created: due long
 	// before any of healthy's.
 	scaleStuckSpan = time.Hour
+	// scaleLimitedRate is stuck's rate in scale-limited (burst 0).
+	scaleLimitedRate = 20
 )
 
 // ScaleBacklog is scale-backlog: a healthy endpoint measured beside
@@ -39,6 +42,19 @@ type ScaleBacklog struct {
 	StuckPeak int `json:"stuck_peak_open"`
 	// StuckLeft is stuck's pending rows after the runs (its backlog stays).
 	StuckLeft int64 `json:"stuck_pending_after"`
+	// StuckBusiest is, in scale-limited, the most deliveries stuck
+	// received in any second of either run.
+	StuckBusiest int `json:"stuck_busiest_second,omitempty"`
+}
+
+// busiestOf is the most receipts of endpoint name in any second of snap.
+func busiestOf(snap endpointSnapshot, name string) int {
+	times := make([]time.Time, 0, len(snap.got[name]))
+	for _, at := range snap.got[name] {
+		times = append(times, at)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	return busiest(times, time.Second)
 }
 
 // ScaleFanout is scale-fanout: a backlog of events, each fanned out by the
@@ -62,12 +78,20 @@ type ScaleMany struct {
 }
 
 // backlog inserts stuck's rows, then measures healthy's sparse latency and
-// the drain of its backlog, each on a fresh worker, stuck hanging.
-func (s scaler) backlog(ctx context.Context) (*ScaleBacklog, error) {
+// the drain of its backlog, each on a fresh worker, stuck hanging; or,
+// when limited (scale-limited), stuck answering at once but limited to
+// scaleLimitedRate requests a second by its endpoint's rate.
+func (s scaler) backlog(ctx context.Context, limited bool) (*ScaleBacklog, error) {
 	out := &ScaleBacklog{Stuck: s.opt.scaleBacklog}
-	hang := map[string]bool{scaleStuck: true}
+	hang := map[string]bool{scaleStuck: !limited}
 	err := s.withEndpoints(ctx, []string{scaleHealthy, scaleStuck}, false, nil, func(cons *endpointConsumer, ids map[string]string) error {
 		t0 := time.Now()
+		if limited {
+			if _, err := s.pool.Exec(ctx, `UPDATE webhook_endpoints SET rate_limit = $1, rate_period_s = 1, rate_burst = 0 WHERE id = $2`,
+				scaleLimitedRate, ids[scaleStuck]); err != nil {
+				return fmt.Errorf("set the rate: %w", err)
+			}
+		}
 		if err := s.insertQueue(ctx, ids[scaleStuck], scaleStuckSeq, out.Stuck, scaleStuckSpan); err != nil {
 			return err
 		}
@@ -81,10 +105,12 @@ func (s scaler) backlog(ctx context.Context) (*ScaleBacklog, error) {
 			return fmt.Errorf("latency: %w", err)
 		}
 		out.StuckHung, out.StuckPeak = snap.hung[scaleStuck], snap.peak[scaleStuck]
+		out.StuckBusiest = busiestOf(snap, scaleStuck)
 		if out.Drain, snap, err = s.drainEndpoint(ctx, cons, scaleHealthy, ids[scaleHealthy], hang); err != nil {
 			return fmt.Errorf("drain: %w", err)
 		}
 		out.StuckHung, out.StuckPeak = out.StuckHung+snap.hung[scaleStuck], max(out.StuckPeak, snap.peak[scaleStuck])
+		out.StuckBusiest = max(out.StuckBusiest, busiestOf(snap, scaleStuck))
 		err = s.pool.QueryRow(ctx, "SELECT count(*) FROM webhook_outbox WHERE endpoint_id = $1 AND NOT processed",
 			ids[scaleStuck]).Scan(&out.StuckLeft)
 		return err

@@ -41,6 +41,7 @@ type SystemResult struct {
 	TailHang   *TailResult       `json:"tail_hang,omitempty"`
 	Noisy      *NoisyResult      `json:"noisy,omitempty"`
 	Fanout     *FanoutResult     `json:"fanout,omitempty"`
+	Flow       *FlowResult       `json:"flow,omitempty"`
 	Scale      *ScaleResult      `json:"scale,omitempty"`
 	Duplicates int               `json:"duplicates"` // deliveries of an already delivered event
 	Errors     map[string]string `json:"errors,omitempty"`
@@ -55,7 +56,7 @@ func (o options) summary() map[string]any {
 		"noisy_duration": o.noisyDuration.String(), "fanout_events": o.fanoutEvents, "pgbouncer": o.pgbouncer,
 		"scale_backlog": o.scaleBacklog, "scale_many": o.scaleMany, "scale_history_kept": o.scaleKept,
 		"scale_history_expired": o.scaleExpired, "order_keys": o.orderKeys, "order_hot": o.orderHot,
-		"payload_bytes": o.payloadBytes, "pairs": o.pairs,
+		"payload_bytes": o.payloadBytes, "flow_events": o.flowEvents, "pairs": o.pairs,
 	}
 }
 
@@ -157,6 +158,7 @@ func writeModes(tw *tabwriter.Writer, rep *report) {
 	writeTail(tw, rep, fmt.Sprintf("TAIL-HANG  backlog drain; the consumer answers in 20 ms, one first attempt in 100 never (request timeout %s)",
 		hangTimeout), func(s SystemResult) *TailResult { return s.TailHang })
 	writeEndpointModes(tw, rep)
+	writeFlow(tw, rep)
 	writeScale(tw, rep)
 }
 

@@ -63,6 +63,11 @@ func scaleRows(sc *ScaleResult) []scaleRow {
 			fmt.Sprintf("stuck: %d requests hung, most open %d, %d still pending; setup %s", b.StuckHung, b.StuckPeak, b.StuckLeft, secs(b.Setup)),
 			sc.Around[modeScaleBacklog], true})
 	}
+	if b := sc.Limited; b != nil {
+		rows = append(rows, scaleRow{"limited", fmt.Sprintf("+ %q: %d pending, --rate %d/s", scaleStuck, b.Stuck, scaleLimitedRate), &b.Latency, &b.Drain,
+			fmt.Sprintf("stuck: busiest second %d, %d still pending; setup %s", b.StuckBusiest, b.StuckLeft, secs(b.Setup)),
+			sc.Around[modeScaleLimited], true})
+	}
 	if d := sc.Idle; d != nil {
 		rows = append(rows, scaleRow{"idle", "+ 1 idle endpoint", nil, d, "", sc.Around[modeScaleIdle], true})
 	}

@@ -26,7 +26,7 @@ type figure struct {
 
 // The groups of modes, one table each, in this order.
 var figureGroups = []string{
-	"Latency and burst", "Drain and tail", "Retry", "Producer cost", "Noisy neighbour and fan-out", "Scale", "Ordering",
+	"Latency and burst", "Drain and tail", "Retry", "Producer cost", "Noisy neighbour and fan-out", "Flow control", "Scale", "Ordering",
 }
 
 // comparisons are the cross-system ratios: each figure of a system over
@@ -133,6 +133,7 @@ var figures = []figure{
 }
 
 func init() {
+	figures = append(figures, flowFigures()...)
 	figures = append(figures, scaleFigures()...)
 }
 
@@ -178,6 +179,18 @@ func scaleFigures() []figure {
 				return 0, false
 			}
 			return drain(&c.Backlog.Drain, c.base(modeScaleBacklog))
+		})},
+		{g, "limited: p99 / baseline", true, fmtX, sc(func(c *ScaleResult) (float64, bool) {
+			if c.Limited == nil {
+				return 0, false
+			}
+			return p99(&c.Limited.Latency, c.base(modeScaleLimited))
+		})},
+		{g, "limited: drain / baseline", true, fmtX, sc(func(c *ScaleResult) (float64, bool) {
+			if c.Limited == nil {
+				return 0, false
+			}
+			return drain(&c.Limited.Drain, c.base(modeScaleLimited))
 		})},
 		{g, "idle: drain / baseline", true, fmtX, sc(func(c *ScaleResult) (float64, bool) {
 			return drain(c.Idle, c.base(modeScaleIdle))

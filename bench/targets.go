@@ -89,6 +89,7 @@ func targets(rep *report) []Target {
 	out = append(out, drainTargets(by)...)
 	out = append(out, tailTargets(by)...)
 	out = append(out, endpointTargets(rep.Systems)...)
+	out = append(out, flowTargets(rep.Systems)...)
 	return append(out, scaleTargets(rep.Systems)...)
 }
 
@@ -120,6 +121,12 @@ func scaleTargets(systems []SystemResult) []Target {
 		if k := sc.Backlog; k != nil {
 			p99(modeScaleBacklog, k.Latency, sc.base(modeScaleBacklog), scaleBacklogP99Max)
 			drain(modeScaleBacklog+" drain", k.Drain, sc.base(modeScaleBacklog), scaleBacklogDrainMin)
+		}
+		if k := sc.Limited; k != nil {
+			p99(modeScaleLimited, k.Latency, sc.base(modeScaleLimited), scaleBacklogP99Max)
+			drain(modeScaleLimited+" drain", k.Drain, sc.base(modeScaleLimited), scaleBacklogDrainMin)
+			out = append(out, Target{Name: fmt.Sprintf("%s stuck's busiest second <= %d", modeScaleLimited, scaleLimitedRate), System: s.Name,
+				Value: fmt.Sprint(k.StuckBusiest), Pass: k.StuckBusiest <= scaleLimitedRate})
 		}
 		if d := sc.Idle; d != nil {
 			drain(modeScaleIdle+" drain", *d, sc.base(modeScaleIdle), scaleIdleDrainMin)
