@@ -97,3 +97,39 @@ func TestCappedBy(t *testing.T) {
 		})
 	}
 }
+
+// A claim that fills an endpoint's whole room (fewer rows than its limit,
+// but as many as the endpoint may hold) leaves it capped with rows very
+// likely left: the next claim takes every free slot, as after a full
+// claim, not a first-claim batch. Beside an endpoint that wants slots, an
+// endpoint's room is below the free slots, and sizing that claim by the
+// batch cost a claim of a batch, then one of the rest, per cycle.
+func TestClaimThatFillsARoomSizesTheNextByTheFreeSlots(t *testing.T) {
+	t.Parallel()
+	a1, a2 := tableRow(1, 1), tableRow(2, 1)
+	a1.EndpointID, a2.EndpointID = "a", "a"
+	release := make(chan struct{})
+	snd := &fakeSender{fn: func(ctx context.Context, r webhook.Delivery) webhook.Result {
+		select {
+		case <-release:
+			return webhook.Result{Class: webhook.Delivered, Status: 200}
+		case <-ctx.Done():
+			return webhook.Result{Class: webhook.Retryable, Error: ctx.Err().Error()}
+		}
+	}}
+	st := &fakeStore{}
+	st.push(claimStep{batch: rowsOf(a1, a2)})
+	h := run(t, st, snd, Config{Concurrency: 10, BatchSize: 3, EndpointConcurrency: 2, Now: time.Now,
+		SweepInterval: time.Hour, PollInterval: time.Hour})
+	waitUntil(t, "a claim after the one that filled a's room", func() bool { return len(st.claimQueries()) >= 2 })
+	q := st.claimQueries()
+	if q[0].Limit != 3 {
+		t.Fatalf("first claim: limit %d, want the batch size 3", q[0].Limit)
+	}
+	if q[1].Limit != 8 {
+		t.Errorf("claim after a's room was filled: limit %d, want every free slot (8)", q[1].Limit)
+	}
+	close(release)
+	waitUntil(t, "both rows recorded", func() bool { return st.has(1, 2) })
+	h.stop(t)
+}

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -81,7 +82,11 @@ func (d *Dispatcher) drain(ctx, work context.Context, recheck bool) {
 		// Rows left (a queue gave its whole share, a fan-out made pending
 		// deliveries or left events): claim again at once.
 		if d.backlog = b.Taken >= q.Limit || b.More; !d.backlog {
-			d.capped = d.cappedBy(q)
+			// A queue that gave its whole room has rows left, which its
+			// slots take back as they come free (capped): the claim then
+			// takes every free slot, as after a full claim.
+			filled := filledRoom(q, b.Rows)
+			d.capped, d.backlog = d.cappedBy(q) || filled, filled
 			break
 		}
 	}
@@ -117,6 +122,32 @@ func (d *Dispatcher) cappedBy(q webhook.Query) bool {
 		return true
 	}
 	return slices.ContainsFunc(q.Skip, holds)
+}
+
+// filledRoom says whether claim q took an endpoint's whole room: its rows
+// left (it very likely has some) wait for its slots, as those of an
+// endpoint cappedBy finds skipped do. Without it an endpoint whose room a
+// claim filled (its limit held lower beside another that wants slots)
+// would be claimed for only at the next recheck, due time or sweep, its
+// slots idle meanwhile.
+func filledRoom(q webhook.Query, rows []webhook.Delivery) bool {
+	took := map[string]int{}
+	for _, r := range rows {
+		took[r.EndpointID]++
+	}
+	for id, n := range took {
+		room, ok := q.Room[id]
+		switch {
+		case id == "":
+			room = cmp.Or(q.EnvRoom, q.Limit)
+		case !ok:
+			room = q.DefaultRoom
+		}
+		if n >= room {
+			return true
+		}
+	}
+	return false
 }
 
 // claimSize is the most rows the next claim takes: BatchSize, the first

@@ -304,3 +304,31 @@ func TestClaimManyEndpointsOneRowEach(t *testing.T) {
 		t.Fatalf("last claim: %d rows, %v", len(b.Rows), err)
 	}
 }
+
+// A queue with less room than the even share (an endpoint held to a few
+// rows by its adaptive limit or its flow control) takes its room, and the
+// others share what it leaves: it does not halve what a claim takes from
+// them, which would double the claims a backlog beside it costs.
+func TestClaimSharesWhatASmallRoomLeaves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	small, big := endpoint(t, db, "small", true), endpoint(t, db, "big", true)
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id, created_at)
+		SELECT 'x', '{}', e.id, now() - interval '1 minute' + g * interval '1 millisecond'
+		FROM unnest(ARRAY[$1, $2]::uuid[]) AS e(id), generate_series(1, 20) AS g`, small, big); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 10
+	b, err := s.Claim(ctx, webhook.Query{Limit: limit, Lease: time.Minute, DefaultRoom: 25, Room: map[string]int{small: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, r := range b.Rows {
+		got[r.EndpointName]++
+	}
+	if got["small"] != 1 || got["big"] != limit-1 {
+		t.Fatalf("claimed %v, want small 1 (its room) and big %d (the rest of the limit)", got, limit-1)
+	}
+}

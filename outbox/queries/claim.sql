@@ -12,9 +12,9 @@
 -- that a claim may leave out the steps with nothing to do. It lists the
 -- endpoints with pending deliveries (a loose index scan), keeps those not
 -- in :'skip' whose head is due (the :'limit' oldest heads), takes from each
--- at most its room and an equal share of :'limit', oldest first, and
--- interleaves them round robin; the WEBHOOK_URL endpoint's deliveries are
--- one more queue.
+-- at most its room and an equal share of :'limit' (of what the queues with
+-- less room than that leave), oldest first, and interleaves them round
+-- robin; the WEBHOOK_URL endpoint's deliveries are one more queue.
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), heads AS (
@@ -46,7 +46,10 @@ WITH told AS (
          ORDER BY o.created_at, o.id
          LIMIT 1)
 ), share AS (
-  SELECT greatest(1, ceil(:'limit'::numeric / greatest(1, (SELECT count(*) FROM ready) + (SELECT count(*) FROM env_ready))))::int AS n
+  SELECT greatest(1, max(e.even), ceil((:'limit'::numeric - coalesce(sum(r.room) FILTER (WHERE r.room < e.even), 0))
+    / greatest(1, count(*) FILTER (WHERE r.room >= e.even))))::int AS n
+  FROM (SELECT room FROM ready UNION ALL SELECT room FROM env_ready) r
+  CROSS JOIN (SELECT ceil(:'limit'::numeric / greatest(1, (SELECT count(*) FROM ready) + (SELECT count(*) FROM env_ready))) AS even) e
 ), picked AS (
   SELECT c.id, r.endpoint_id, c.created_at, c.reclaimed, r.room,
     row_number() OVER (PARTITION BY r.endpoint_id ORDER BY c.created_at, c.id) AS rn
