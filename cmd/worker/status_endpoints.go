@@ -29,7 +29,7 @@ type endpointStatus struct {
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
 	// Filter is its payload filter as stored; "": none.
 	Filter string `json:"filter,omitempty"`
-	url         string     // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
+	url    string // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
 }
 
 // endpointsStatus reads the endpoints' status; only, when not empty, names
