@@ -28,8 +28,9 @@ const (
 var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry, modeTail, modeTailHang, modeNoisy, modeFanout}
 
 // knownModes are every mode -modes takes, in the order they run: the
-// default ones, then the scale modes (modes_scale.go).
-var knownModes = append(append(append([]string(nil), allModes...), scaleModes...), orderModes...)
+// default ones, then the scale modes (modes_scale.go), the ordering modes
+// and fanout-filter (modes_filter.go).
+var knownModes = append(append(append(append([]string(nil), allModes...), scaleModes...), orderModes...), modeFanoutFilter)
 
 // latencyInterval is the gap between latency-mode events.
 const latencyInterval = 10 * time.Millisecond
@@ -323,6 +324,8 @@ func (r *runner) runMode(ctx context.Context, mode string, res *SystemResult) er
 		res.Noisy, err = r.noisy(ctx)
 	case modeFanout:
 		res.Fanout, err = r.fanout(ctx)
+	case modeFanoutFilter:
+		res.FanoutFilter, err = r.fanoutFilter(ctx)
 	case modeScaleBacklog, modeScaleIdle, modeScaleFanout, modeScaleMany, modeScaleHistory,
 		modeOrderKeys, modeOrderHot, modeOrderBlocked:
 		err = r.scale(ctx, mode, res)

@@ -29,21 +29,23 @@ type report struct {
 
 // SystemResult is one system's results; a mode that did not run is nil.
 type SystemResult struct {
-	Name       string            `json:"name"`
-	Settings   string            `json:"settings"`
-	Database   string            `json:"database"` // created for the run, dropped after it
-	Latency    *LatencyResult    `json:"latency,omitempty"`
-	Drain      *DrainResult      `json:"drain,omitempty"`
-	Burst      *BurstResult      `json:"burst,omitempty"`
-	Cost       *CostResult       `json:"cost,omitempty"`
-	Retry      *RetryResult      `json:"retry,omitempty"`
-	Tail       *TailResult       `json:"tail,omitempty"`
-	TailHang   *TailResult       `json:"tail_hang,omitempty"`
-	Noisy      *NoisyResult      `json:"noisy,omitempty"`
-	Fanout     *FanoutResult     `json:"fanout,omitempty"`
-	Scale      *ScaleResult      `json:"scale,omitempty"`
-	Duplicates int               `json:"duplicates"` // deliveries of an already delivered event
-	Errors     map[string]string `json:"errors,omitempty"`
+	Name     string         `json:"name"`
+	Settings string         `json:"settings"`
+	Database string         `json:"database"` // created for the run, dropped after it
+	Latency  *LatencyResult `json:"latency,omitempty"`
+	Drain    *DrainResult   `json:"drain,omitempty"`
+	Burst    *BurstResult   `json:"burst,omitempty"`
+	Cost     *CostResult    `json:"cost,omitempty"`
+	Retry    *RetryResult   `json:"retry,omitempty"`
+	Tail     *TailResult    `json:"tail,omitempty"`
+	TailHang *TailResult    `json:"tail_hang,omitempty"`
+	Noisy    *NoisyResult   `json:"noisy,omitempty"`
+	Fanout   *FanoutResult  `json:"fanout,omitempty"`
+	// FanoutFilter is fanout-filter's (modes_filter.go).
+	FanoutFilter *FanoutFilterResult `json:"fanout_filter,omitempty"`
+	Scale        *ScaleResult        `json:"scale,omitempty"`
+	Duplicates   int                 `json:"duplicates"` // deliveries of an already delivered event
+	Errors       map[string]string   `json:"errors,omitempty"`
 }
 
 func (o options) summary() map[string]any {
@@ -56,6 +58,7 @@ func (o options) summary() map[string]any {
 		"scale_backlog": o.scaleBacklog, "scale_many": o.scaleMany, "scale_history_kept": o.scaleKept,
 		"scale_history_expired": o.scaleExpired, "order_keys": o.orderKeys, "order_hot": o.orderHot,
 		"payload_bytes": o.payloadBytes, "pairs": o.pairs,
+		"fanout_filter_events": o.fanoutFilterEvents, "fanout_filter_rounds": o.fanoutFilterRounds,
 	}
 }
 
@@ -158,6 +161,7 @@ func writeModes(tw *tabwriter.Writer, rep *report) {
 		hangTimeout), func(s SystemResult) *TailResult { return s.TailHang })
 	writeEndpointModes(tw, rep)
 	writeScale(tw, rep)
+	writeFanoutFilter(tw, rep)
 }
 
 // writeTail prints a tail mode's section: steady = deliveries/s between the
@@ -239,6 +243,9 @@ func duplicates(rep *report) int {
 		if s.Scale != nil {
 			n += s.Scale.Duplicates
 		}
+		if s.FanoutFilter != nil {
+			n += s.FanoutFilter.Duplicates
+		}
 	}
 	return n
 }
@@ -258,6 +265,9 @@ func endpointBadSignatures(rep *report) int64 {
 		}
 		if s.Scale != nil {
 			n += s.Scale.BadSignatures + s.Scale.Misrouted
+		}
+		if s.FanoutFilter != nil {
+			n += s.FanoutFilter.BadSignatures + s.FanoutFilter.Misrouted
 		}
 	}
 	return n
