@@ -134,9 +134,10 @@ WHERE NOT EXISTS (SELECT 1 FROM leased);
 -- Who takes an event is webhook_takes's (030: webhook_subscribed's, 024,
 -- and the endpoint's payload filter). An event no endpoint of the table
 -- takes (none subscribed, or no filter matched) is done here: the
--- WEBHOOK_URL endpoint's delivery (:'env': leased while its room and the budget last) or unrouted, as a
--- fluxora. event always is (the WEBHOOK_URL endpoint never takes one). The others are kept, locked, for claim_fan_out (state
--- to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
+-- WEBHOOK_URL endpoint's delivery (:'env': leased while its room and the
+-- budget last) or unrouted, as a fluxora. event always is (the WEBHOOK_URL
+-- endpoint never takes one). The others are kept, locked, for
+-- claim_fan_out (state to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
 -- endpoint is skipped it locks events only when one of the oldest it may
 -- take fans out to an endpoint of the table: the others would only become
 -- that endpoint's pending deliveries, each written twice. It says, as
@@ -189,9 +190,8 @@ WITH told AS (
         FOR UPDATE SKIP LOCKED) l
   LIMIT :'limit'
 ), sized AS (
-  SELECT l.id, l.event_type, l.created_at, l.reclaimed, l.fan_to, l.fan_done, s.targets,
+  SELECT l.id, l.event_type, l.created_at, l.reclaimed, l.fan_to, l.fan_done, s.targets, row_number() OVER w AS k,
     s.takes + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int AS takes,
-    row_number() OVER w AS k,
     sum(s.takes + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int) OVER w AS upto
   FROM locked l
   CROSS JOIN LATERAL (
@@ -266,10 +266,10 @@ WHERE NOT EXISTS (SELECT 1 FROM kept);
 
 -- name: claim_fan_out
 -- Fans out the events claim_events kept (fluxora.claim's events): one
--- delivery for each enabled endpoint that takes the event (webhook_takes: its
--- type subscribed, its payload filter matched; for
--- an event whose fan-out in flight was cut short: each endpoint of fan_to
--- not in fan_done), made leased when it fits (its endpoint's room and the
+-- delivery for each enabled endpoint that takes the event (webhook_takes:
+-- its type subscribed, its payload filter matched; for an event whose
+-- fan-out in flight was cut short: each endpoint of fan_to not in
+-- fan_done), made leased when it fits (its endpoint's room and the
 -- budget left, oldest event first), else pending; with :'env' the event's
 -- own row is the WEBHOOK_URL endpoint's delivery, but for a fluxora. event
 -- (processed once fanned out). Without :'env', an event
