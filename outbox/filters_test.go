@@ -81,6 +81,10 @@ func TestPayloadFiltersDecideTheFanOut(t *testing.T) {
 		`"{\"amount\": 500}"`, // JSON, a string holding JSON: no member to find
 		`{"amount": "lots"}`,  // a string compared with a number: unknown, no match
 		`[1, 2]`)...)
+	// A payload that is not JSON never reaches a filter: the table refuses it.
+	if _, err := db.Pool.Exec(context.Background(), "INSERT INTO webhook_outbox (event_type, payload) VALUES ('misc', $1)", `amount=500`); err == nil {
+		t.Fatal("a payload that is not JSON was stored")
+	}
 	got, unrouted := takers(t, c)
 	want := map[int64][]string{
 		ids[0]: {"all", "big", "rx", "sku"},
