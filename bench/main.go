@@ -43,6 +43,9 @@ type options struct {
 	noisyDuration    time.Duration // noisy mode, each of its two runs
 	fanoutEvents     int
 	flowEvents       int // flow mode
+	// fanoutFilterEvents and fanoutFilterRounds size fanout-filter: events
+	// per run, and rounds of runs (one of each variant).
+	fanoutFilterEvents, fanoutFilterRounds int
 	// The scale modes' sizes: stuck's pending rows (scale-backlog), the
 	// endpoints of scale-many, the processed rows within and past
 	// retention (scale-history).
@@ -107,6 +110,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.noisyDuration, "noisy-duration", 20*time.Second, "noisy mode: how long each of its two runs inserts 100 events/s")
 	fs.IntVar(&o.fanoutEvents, "fanout-events", 200, "fanout mode: events, one every 20ms, each to 100 endpoints")
 	fs.IntVar(&o.flowEvents, "flow-events", 20000, "flow mode: deliveries pending for the rate-limited API")
+	fs.IntVar(&o.fanoutFilterEvents, "fanout-filter-events", 2000, "fanout-filter: events per run, each to 10 endpoints")
+	fs.IntVar(&o.fanoutFilterRounds, "fanout-filter-rounds", 3, "fanout-filter: rounds of runs, one of each variant (plain, filtered, typed), their order rotating")
 	fs.IntVar(&o.scaleBacklog, "scale-backlog", 1_000_000, "scale-backlog: pending rows of the stuck endpoint")
 	fs.IntVar(&o.scaleMany, "scale-many", 1000, "scale-many: endpoints, one event each")
 	fs.IntVar(&o.scaleKept, "scale-history-kept", 3_000_000, "scale-history: processed rows within retention (7d)")
@@ -141,9 +146,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.events < 1 || o.pollEvents < 1 || o.retryEvents < 1 || o.backlog < 1 || o.tailBacklog < 1 ||
 		o.producers < 1 || o.costPairs < 1 || o.fanoutEvents < 1 || o.flowEvents < 2 || o.scaleBacklog < 1 || o.scaleMany < 1 ||
-		o.scaleKept < 1 || o.scaleExpired < 1 || o.orderKeys < 1 || o.orderHot < 1 {
-		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs, -fanout-events " +
-			"and the -scale-* sizes must be at least 1, -flow-events at least 2")
+		o.scaleKept < 1 || o.scaleExpired < 1 || o.orderKeys < 1 || o.orderHot < 1 || o.fanoutFilterEvents < 1 || o.fanoutFilterRounds < 1 {
+		return o, errors.New("-events, -poll-events, -retry-events, -backlog, -tail-backlog, -producers, -cost-pairs, -fanout-events, " +
+			"-fanout-filter-events, -fanout-filter-rounds and the -scale-* sizes must be at least 1, -flow-events at least 2")
 	}
 	if o.pairs < 0 {
 		return o, errors.New("-pairs must be at least 1")

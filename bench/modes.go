@@ -29,8 +29,9 @@ var allModes = []string{modeLatency, modeDrain, modeBurst, modeCost, modeRetry, 
 
 // knownModes are every mode -modes takes, in the order they run: the
 // default ones, flow (modes_flow.go: only when named, it runs for
-// minutes), then the scale modes (modes_scale.go).
-var knownModes = append(append(append(append([]string(nil), allModes...), modeFlow), scaleModes...), orderModes...)
+// minutes), then the scale modes (modes_scale.go), the ordering modes and
+// fanout-filter (modes_filter.go).
+var knownModes = append(append(append(append(append([]string(nil), allModes...), modeFlow), scaleModes...), orderModes...), modeFanoutFilter)
 
 // latencyInterval is the gap between latency-mode events.
 const latencyInterval = 10 * time.Millisecond
@@ -326,6 +327,8 @@ func (r *runner) runMode(ctx context.Context, mode string, res *SystemResult) er
 		res.Fanout, err = r.fanout(ctx)
 	case modeFlow:
 		res.Flow, err = r.flow(ctx)
+	case modeFanoutFilter:
+		res.FanoutFilter, err = r.fanoutFilter(ctx)
 	case modeScaleBacklog, modeScaleLimited, modeScaleIdle, modeScaleFanout, modeScaleMany, modeScaleHistory,
 		modeOrderKeys, modeOrderHot, modeOrderBlocked:
 		err = r.scale(ctx, mode, res)

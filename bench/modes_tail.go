@@ -55,7 +55,7 @@ type TailResult struct {
 func runsMode(sys system, mode string) bool {
 	tail := mode == modeTail || mode == modeTailHang
 	switch {
-	case mode == modeNoisy || mode == modeFanout || mode == modeFlow || slices.Contains(scaleModes, mode) || slices.Contains(orderModes, mode):
+	case mode == modeNoisy || mode == modeFanout || mode == modeFlow || mode == modeFanoutFilter || slices.Contains(scaleModes, mode) || slices.Contains(orderModes, mode):
 		// These set endpoints of their own and remove every other: the
 		// systems beside an endpoint of the table would lose theirs.
 		return sys.Worker() && sys.Name() != sysWorkerTunedIdle && sys.Name() != sysWorkerTunedDead

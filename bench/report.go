@@ -29,22 +29,24 @@ type report struct {
 
 // SystemResult is one system's results; a mode that did not run is nil.
 type SystemResult struct {
-	Name       string            `json:"name"`
-	Settings   string            `json:"settings"`
-	Database   string            `json:"database"` // created for the run, dropped after it
-	Latency    *LatencyResult    `json:"latency,omitempty"`
-	Drain      *DrainResult      `json:"drain,omitempty"`
-	Burst      *BurstResult      `json:"burst,omitempty"`
-	Cost       *CostResult       `json:"cost,omitempty"`
-	Retry      *RetryResult      `json:"retry,omitempty"`
-	Tail       *TailResult       `json:"tail,omitempty"`
-	TailHang   *TailResult       `json:"tail_hang,omitempty"`
-	Noisy      *NoisyResult      `json:"noisy,omitempty"`
-	Fanout     *FanoutResult     `json:"fanout,omitempty"`
-	Flow       *FlowResult       `json:"flow,omitempty"`
-	Scale      *ScaleResult      `json:"scale,omitempty"`
-	Duplicates int               `json:"duplicates"` // deliveries of an already delivered event
-	Errors     map[string]string `json:"errors,omitempty"`
+	Name     string         `json:"name"`
+	Settings string         `json:"settings"`
+	Database string         `json:"database"` // created for the run, dropped after it
+	Latency  *LatencyResult `json:"latency,omitempty"`
+	Drain    *DrainResult   `json:"drain,omitempty"`
+	Burst    *BurstResult   `json:"burst,omitempty"`
+	Cost     *CostResult    `json:"cost,omitempty"`
+	Retry    *RetryResult   `json:"retry,omitempty"`
+	Tail     *TailResult    `json:"tail,omitempty"`
+	TailHang *TailResult    `json:"tail_hang,omitempty"`
+	Noisy    *NoisyResult   `json:"noisy,omitempty"`
+	Fanout   *FanoutResult  `json:"fanout,omitempty"`
+	Flow     *FlowResult    `json:"flow,omitempty"`
+	// FanoutFilter is fanout-filter's (modes_filter.go).
+	FanoutFilter *FanoutFilterResult `json:"fanout_filter,omitempty"`
+	Scale        *ScaleResult        `json:"scale,omitempty"`
+	Duplicates   int                 `json:"duplicates"` // deliveries of an already delivered event
+	Errors       map[string]string   `json:"errors,omitempty"`
 }
 
 func (o options) summary() map[string]any {
@@ -57,6 +59,7 @@ func (o options) summary() map[string]any {
 		"scale_backlog": o.scaleBacklog, "scale_many": o.scaleMany, "scale_history_kept": o.scaleKept,
 		"scale_history_expired": o.scaleExpired, "order_keys": o.orderKeys, "order_hot": o.orderHot,
 		"payload_bytes": o.payloadBytes, "flow_events": o.flowEvents, "pairs": o.pairs,
+		"fanout_filter_events": o.fanoutFilterEvents, "fanout_filter_rounds": o.fanoutFilterRounds,
 	}
 }
 
@@ -160,6 +163,7 @@ func writeModes(tw *tabwriter.Writer, rep *report) {
 	writeEndpointModes(tw, rep)
 	writeFlow(tw, rep)
 	writeScale(tw, rep)
+	writeFanoutFilter(tw, rep)
 }
 
 // writeTail prints a tail mode's section: steady = deliveries/s between the
@@ -241,6 +245,9 @@ func duplicates(rep *report) int {
 		if s.Scale != nil {
 			n += s.Scale.Duplicates
 		}
+		if s.FanoutFilter != nil {
+			n += s.FanoutFilter.Duplicates
+		}
 	}
 	return n
 }
@@ -260,6 +267,9 @@ func endpointBadSignatures(rep *report) int64 {
 		}
 		if s.Scale != nil {
 			n += s.Scale.BadSignatures + s.Scale.Misrouted
+		}
+		if s.FanoutFilter != nil {
+			n += s.FanoutFilter.BadSignatures + s.FanoutFilter.Misrouted
 		}
 	}
 	return n

@@ -44,6 +44,7 @@ type Store interface {
 	EndpointStatus(ctx context.Context, env bool, only string) ([]outbox.EndpointStatus, error)
 	EndpointHours(ctx context.Context, since time.Time) (map[string]outbox.EndpointHour, error)
 	EndpointFlows(ctx context.Context) (map[string]outbox.EndpointFlow, error)
+	EndpointFilters(ctx context.Context) (map[string]string, error)
 	EndpointAttempts(ctx context.Context, name string, since time.Time, limit int) ([]outbox.DeliveryAttempt, error)
 	SearchAttempts(ctx context.Context, id string) ([]outbox.DeliveryAttempt, error)
 	DeliveryRow(ctx context.Context, id string, from, to time.Time, preview int) (outbox.DeliveryRow, bool, error)

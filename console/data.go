@@ -30,6 +30,8 @@ type Endpoint struct {
 	Breaker *Breaker `json:"breaker,omitempty"`
 	// Flow is its flow control and its consumer's pause; nil: none.
 	Flow *Flow `json:"flow,omitempty"`
+	// Filter is its payload filter, a jsonpath as stored; "": none.
+	Filter string `json:"filter,omitempty"`
 }
 
 // Flow is an endpoint's flow control as the console shows it.
@@ -100,11 +102,16 @@ func (s *Server) endpoints(ctx context.Context, only string) ([]Endpoint, error)
 		return nil, err
 	}
 	flows[outbox.DefaultEndpointName] = flows[""]
+	filters, err := s.cfg.Store.EndpointFilters(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Endpoint, len(st))
 	for i, e := range st {
 		h := hours[e.Name]
 		out[i] = Endpoint{EndpointStatus: e, Backlog: e.Pending + e.Scheduled + e.InFlight,
-			AttemptsLastHour: h.Attempts, P50MS: h.P50MS, P99MS: h.P99MS, Flow: flowOf(flows[e.Name])}
+			AttemptsLastHour: h.Attempts, P50MS: h.P50MS, P99MS: h.P99MS, Flow: flowOf(flows[e.Name]),
+			Filter: filters[e.Name]}
 		if h.Attempts > 0 {
 			rate := float64(h.Succeeded) / float64(h.Attempts)
 			out[i].SuccessRate = &rate

@@ -30,6 +30,9 @@ func endpointRows(eps []Endpoint) template.HTML {
 			b.WriteString(`<span class="ok">enabled</span>`)
 		}
 		b.WriteString(breakerText(e.Breaker) + flowText(e.Flow))
+		if e.Filter != "" {
+			b.WriteString(` <span class="flow" title="` + esc(e.Filter) + `">filtered</span>`)
+		}
 		for _, cell := range []string{strconv.FormatInt(e.Backlog, 10), strconv.FormatInt(e.DeadLetters, 10),
 			strconv.FormatInt(e.AttemptsLastHour, 10), fmtPct(e.SuccessRate), fmtMS(e.P50MS), fmtMS(e.P99MS)} {
 			b.WriteString(`</td><td>` + esc(cell))

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -126,6 +127,10 @@ type NewEndpoint struct {
 	Ordering string
 	// Flow is its flow control across every worker; zero: none.
 	Flow webhook.Flow
+	// Filter is its payload filter, a PostgreSQL jsonpath: it takes an
+	// event of its types only when the filter finds something in the
+	// payload; "": every event of its types.
+	Filter string
 }
 
 // Create creates an endpoint, its secret and client key sealed for its id
@@ -141,6 +146,9 @@ func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 	if err := s.checkCatalog(ctx, events); err != nil {
 		return Endpoint{}, err
 	}
+	if _, err := s.checkFilter(ctx, n.Filter); err != nil {
+		return Endpoint{}, err
+	}
 	id, err := newID()
 	if err != nil {
 		return Endpoint{}, err
@@ -154,7 +162,7 @@ func (s *Store) Create(ctx context.Context, n NewEndpoint) (Endpoint, error) {
 		return Endpoint{}, err
 	}
 	e, err := s.db.AddEndpoint(ctx, outbox.EndpointFields{ID: id, Name: n.Name, URL: n.URL, Secret: secret, EventTypes: events,
-		RetryRPS: n.RetryRPS, ClientCert: cert, Ordering: n.Ordering, Flow: n.Flow})
+		RetryRPS: n.RetryRPS, ClientCert: cert, Ordering: n.Ordering, Flow: n.Flow, Filter: strings.TrimSpace(n.Filter)})
 	if err != nil {
 		return Endpoint{}, dbError("add endpoint", n.Name, err)
 	}
@@ -212,6 +220,8 @@ type Update struct {
 	Rate        *webhook.Flow
 	Burst       *int
 	MaxInFlight *int
+	// Filter sets its payload filter, a jsonpath ("" removes it).
+	Filter *string
 }
 
 // Update changes the endpoint named name and returns it. Bad values return
@@ -219,7 +229,7 @@ type Update struct {
 // *FieldError on "update".
 func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, error) {
 	if u.URL == nil && u.Events == nil && u.RetryRPS == nil && u.Secret == nil && u.ClientCert == nil && u.Ordering == nil &&
-		u.Rate == nil && u.Burst == nil && u.MaxInFlight == nil {
+		u.Rate == nil && u.Burst == nil && u.MaxInFlight == nil && u.Filter == nil {
 		return Endpoint{}, invalid("update", "nothing to change")
 	}
 	// The URL rules are the database's (webhook_url_problem: the rules and
@@ -257,12 +267,19 @@ func (s *Store) Update(ctx context.Context, name string, u Update) (Endpoint, er
 	if err := s.checkCatalog(ctx, events); err != nil {
 		return Endpoint{}, err
 	}
+	if u.Filter != nil {
+		if _, err := s.checkFilter(ctx, *u.Filter); err != nil {
+			return Endpoint{}, err
+		}
+		trimmed := strings.TrimSpace(*u.Filter)
+		u.Filter = &trimmed
+	}
 	change, err := s.sealChange(ctx, name, u)
 	if err != nil {
 		return Endpoint{}, err
 	}
 	change.URL, change.EventTypes, change.RetryRPS, change.Ordering = u.URL, events, u.RetryRPS, u.Ordering
-	change.Burst, change.MaxInFlight = u.Burst, u.MaxInFlight
+	change.Burst, change.MaxInFlight, change.Filter = u.Burst, u.MaxInFlight, u.Filter
 	if u.Rate != nil {
 		perS := int(u.Rate.Per / time.Second)
 		change.RateLimit, change.RatePerS = &u.Rate.Rate, &perS

@@ -50,15 +50,16 @@ func (e *pendingError) Unwrap() error { return ErrPending }
 
 // constraintFields maps the table's checks to the names of FieldError.
 var constraintFields = map[string]string{
-	"webhook_endpoints_name_valid":          "name",
-	"webhook_endpoints_url_valid":           "url",
-	"webhook_endpoints_secret_not_empty":    "secret",
-	"webhook_endpoints_event_types_valid":   "events",
-	"webhook_endpoints_retry_rps_positive":  "retry-rps",
-	"webhook_endpoints_ordering_valid":      "ordering",
-	"webhook_endpoints_rate_check":          "rate",
-	"webhook_endpoints_rate_burst_check":    "burst",
-	"webhook_endpoints_max_in_flight_check": "max-in-flight",
+	"webhook_endpoints_name_valid":           "name",
+	"webhook_endpoints_url_valid":            "url",
+	"webhook_endpoints_secret_not_empty":     "secret",
+	"webhook_endpoints_event_types_valid":    "events",
+	"webhook_endpoints_retry_rps_positive":   "retry-rps",
+	"webhook_endpoints_ordering_valid":       "ordering",
+	"webhook_endpoints_rate_check":           "rate",
+	"webhook_endpoints_rate_burst_check":     "burst",
+	"webhook_endpoints_max_in_flight_check":  "max-in-flight",
+	"webhook_endpoints_payload_filter_valid": "filter",
 }
 
 // dbError turns a refusal of the database into the package's errors: a

@@ -71,6 +71,8 @@ type EndpointFields struct {
 	ClientCert *StoredCert
 	// Flow is its flow control; zero: none.
 	Flow webhook.Flow
+	// Filter is its payload filter, a jsonpath (migration 030); "": none.
+	Filter string
 }
 
 // StoredCert is a client certificate as the catalog writes it.
@@ -110,6 +112,7 @@ func (s *Store) AddEndpoint(ctx context.Context, f EndpointFields) (webhook.Endp
 	return s.oneEndpoint(ctx, addEndpointSQL, certArgs(pgx.NamedArgs{
 		"id": nullID(f.ID), "name": f.Name, "url": f.URL, "secret": f.Secret, "event_types": events, "retry_rps": f.RetryRPS, "ordering": f.Ordering,
 		"rate_limit": f.Flow.Rate, "rate_period_s": int(f.Flow.Per / time.Second), "rate_burst": f.Flow.Burst, "max_in_flight": f.Flow.MaxInFlight,
+		"payload_filter": f.Filter,
 	}, f.ClientCert), f.Name)
 }
 
@@ -152,6 +155,8 @@ type EndpointChange struct {
 	// (0 clears it); Burst its burst; MaxInFlight the most in flight (0
 	// clears it).
 	RateLimit, RatePerS, Burst, MaxInFlight *int
+	// Filter sets its payload filter, a jsonpath ("" clears it).
+	Filter *string
 }
 
 // UpdateEndpoint changes the endpoint named name (update_endpoint) and
@@ -160,6 +165,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, name string, c EndpointChang
 	return s.oneEndpoint(ctx, updateEndpointSQL, certArgs(pgx.NamedArgs{
 		"name": name, "url": c.URL, "event_types": c.EventTypes, "retry_rps": c.RetryRPS, "secret": c.Secret, "id": nullID(c.ID), "ordering": c.Ordering,
 		"rate_limit": c.RateLimit, "rate_period_s": c.RatePerS, "rate_burst": c.Burst, "max_in_flight": c.MaxInFlight,
+		"payload_filter": c.Filter,
 	}, c.ClientCert), name)
 }
 

@@ -234,6 +234,21 @@ $$;
 
 
 --
+-- Name: webhook_filter_problem(jsonpath); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_filter_problem(p jsonpath) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    SELECT CASE
+        WHEN octet_length(p::text) > 4096 THEN format('%s bytes of jsonpath, over the limit of 4096', octet_length(p::text))
+        WHEN strpos(regexp_replace(p::text, '"(\\.|[^"\\])*"', '""', 'g'), '$"') > 0
+            THEN 'a filter reads no variables ($name): write the value itself'
+    END
+$_$;
+
+
+--
 -- Name: webhook_time_ok(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -364,6 +379,7 @@ CREATE TABLE public.webhook_endpoints (
     rate_period_s integer,
     rate_burst integer DEFAULT 0 NOT NULL,
     max_in_flight integer,
+    payload_filter jsonpath,
     CONSTRAINT webhook_endpoints_client_cert_valid CHECK ((((client_cert IS NULL) = (client_key IS NULL)) AND ((client_cert IS NULL) = (client_cert_not_after IS NULL)) AND (client_key ~~ 'fxsealed:%'::text))),
     CONSTRAINT webhook_endpoints_created_at_range CHECK (((created_at IS NULL) OR ((created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.created_at'::text, created_at))),
     CONSTRAINT webhook_endpoints_disabled_at_range CHECK (((disabled_at IS NULL) OR ((disabled_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (disabled_at < '10000-01-01 00:00:00+00'::timestamp with time zone)) OR public.webhook_time_ok('webhook_endpoints.disabled_at'::text, disabled_at))),
@@ -373,6 +389,7 @@ CREATE TABLE public.webhook_endpoints (
     CONSTRAINT webhook_endpoints_max_in_flight_check CHECK (((max_in_flight >= 1) AND (max_in_flight <= 100000))),
     CONSTRAINT webhook_endpoints_name_valid CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'::text)),
     CONSTRAINT webhook_endpoints_ordering_valid CHECK ((ordering = ANY (ARRAY['move-on'::text, 'hold'::text]))),
+    CONSTRAINT webhook_endpoints_payload_filter_valid CHECK ((public.webhook_filter_problem(payload_filter) IS NULL)),
     CONSTRAINT webhook_endpoints_rate_burst_check CHECK (((rate_burst >= 0) AND (rate_burst <= 1000000))),
     CONSTRAINT webhook_endpoints_rate_check CHECK ((((rate_limit IS NULL) AND (rate_period_s IS NULL)) OR (((rate_limit >= 1) AND (rate_limit <= 1000000)) AND (rate_period_s = ANY (ARRAY[1, 60]))))),
     CONSTRAINT webhook_endpoints_retry_rps_positive CHECK (((retry_rps IS NULL) OR (retry_rps >= 1))),
@@ -1620,6 +1637,21 @@ CREATE FUNCTION public.webhook_subscribed(p_types text[], p_type text) RETURNS b
                 '\n(?!fluxora\.)', E'\n\x01', 'g'), 2), E'\n'))
     END
 $_$;
+
+
+--
+-- Name: webhook_takes(text[], jsonpath, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_takes(p_types text[], p_filter jsonpath, p_type text, p_payload jsonb) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE
+        WHEN NOT webhook_subscribed(p_types, p_type) THEN false
+        WHEN p_filter IS NULL THEN true
+        ELSE coalesce(jsonb_path_exists_tz(p_payload, p_filter, '{}', true), false)
+    END
+$$;
 
 
 --

@@ -22,12 +22,14 @@ import (
 // the help; endpointsRunners dispatches them.
 var endpointsCommands = []command{
 	{"add", "--name N --url U [--events a,b] [--signature hmac|ed25519] [--secret S | --secret-file F] [--retry-rps N]" +
-		" [--client-cert-file F --client-key-file F] [--ordering move-on|hold] [--rate N/s|N/m [--burst B]] [--max-in-flight M]",
+		" [--client-cert-file F --client-key-file F] [--ordering move-on|hold] [--rate N/s|N/m [--burst B]] [--max-in-flight M]" +
+		" [--filter JSONPATH]",
 		"add an endpoint"},
 	{"list", "[--json]", "every endpoint, never its secret (an ed25519 one's public key)"},
 	{"update", "NAME [--url U] [--events a,b] [--retry-rps N] [--client-cert-file F --client-key-file F | --no-client-cert]" +
-		" [--ordering move-on|hold] [--signature hmac|ed25519] [--rate N/s|N/m | --no-rate] [--burst B] [--max-in-flight M | --no-max-in-flight]",
-		"change an endpoint's URL, events, retry rate, client certificate, ordering, secret or flow control"},
+		" [--ordering move-on|hold] [--signature hmac|ed25519] [--rate N/s|N/m | --no-rate] [--burst B] [--max-in-flight M | --no-max-in-flight]" +
+		" [--filter JSONPATH | --no-filter]",
+		"change an endpoint's URL, events, retry rate, client certificate, ordering, secret, flow control or payload filter"},
 	{"disable", "NAME [--reason R]", "stop delivering to an endpoint; its pending deliveries are dead-lettered"},
 	{"enable", "NAME", "deliver to a disabled endpoint again"},
 	{"remove", "NAME [--force]", "remove an endpoint"},
@@ -226,10 +228,15 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	cf := certFlags(fs)
 	ordering := fs.String("ordering", webhook.OrderingMoveOn, orderingUsage)
 	ff := newFlowFlags(fs, false)
+	pf := newFilterFlags(fs, false)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	flow, code := ff.forAdd(fs, stderr)
+	if code != exitOK {
+		return code
+	}
+	filter, code := pf.value(fs, "add", stderr)
 	if code != exitOK {
 		return code
 	}
@@ -270,11 +277,11 @@ func endpointsAdd(ctx context.Context, args []string, getenv func(string) string
 	}
 	defer done()
 	e, err := s.Create(ctx, endpoints.NewEndpoint{Name: *name, URL: *u, Events: types, Secret: secret, RetryRPS: *rps, ClientCert: cert,
-		Ordering: *ordering, Flow: flow})
+		Ordering: *ordering, Flow: flow, Filter: deref(filter)})
 	if err != nil {
 		return endpointsFail(stderr, "add", *name, err)
 	}
-	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s)\n", e.Name, e.ID, cell(eventsText(e.EventTypes)), certText(e))
+	fmt.Fprintf(stdout, "added endpoint %s (id %s, events %s%s%s)\n", e.Name, e.ID, cell(eventsText(e.EventTypes)), filterNote(filter), certText(e))
 	printIssued(stdout, issuedFor(secret, generated))
 	return exitOK
 }
@@ -337,6 +344,10 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return endpointsFail(stderr, "list", "", err)
 	}
+	filters, err := s.Filters(ctx)
+	if err != nil {
+		return endpointsFail(stderr, "list", "", err)
+	}
 	shown := make([]listed, len(list))
 	for i, e := range list {
 		e.URL = displayURL(e.URL)
@@ -345,12 +356,13 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 			shown[i].Signing = &sg
 		}
 		shown[i].flowShown = showFlow(flows[e.Name])
+		shown[i].Filter = filters[e.Name]
 	}
 	if *asJSON {
 		return printJSON(stdout, stderr, "endpoints list", shown)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tENABLED\tRETRY RPS\tRATE\tIN FLIGHT\tPAUSED UNTIL\tORDERING\tSIGNATURE\tPUBLIC KEY\tPREVIOUS SECRET UNTIL"+
+	fmt.Fprintln(w, "NAME\tURL\tEVENTS\tFILTER\tENABLED\tRETRY RPS\tRATE\tIN FLIGHT\tPAUSED UNTIL\tORDERING\tSIGNATURE\tPUBLIC KEY\tPREVIOUS SECRET UNTIL"+
 		"\tDISABLED REASON / LAST ERROR")
 	for _, l := range shown {
 		e := l.Endpoint
@@ -372,8 +384,8 @@ func endpointsList(ctx context.Context, args []string, getenv func(string) strin
 			scheme, pub = string(l.Scheme), cmp.Or(l.PublicKey, "-")
 		}
 		rate, inFlight := endpoints.FormatFlow(l.flow)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)),
-			enabled, rps, rate, inFlight, cmp.Or(l.PausedUntil, "-"), cell(e.Ordering), scheme, pub, prev, cell(note))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(e.URL), cell(eventsText(e.EventTypes)),
+			filterText(l.Filter), enabled, rps, rate, inFlight, cmp.Or(l.PausedUntil, "-"), cell(e.Ordering), scheme, pub, prev, cell(note))
 	}
 	_ = w.Flush()
 	return exitOK
@@ -385,6 +397,8 @@ type listed struct {
 	endpoints.Endpoint
 	*endpoints.Signing
 	flowShown
+	// Filter is its payload filter as stored (JSON "filter"); "": none.
+	Filter string `json:"filter,omitempty"`
 }
 
 // listSealer is the key file's Sealer, through which list reads how each
@@ -412,12 +426,16 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	ordering := fs.String("ordering", "", orderingUsage)
 	signature := fs.String("signature", "", "replace the secret at once (no grace) with a new one: hmac (whsec_) or ed25519 (a key pair)")
 	ff := newFlowFlags(fs, true)
+	pf := newFilterFlags(fs, true)
 	name, code, ok := oneName(fs, args, stderr)
 	if !ok {
 		return code
 	}
 	var up endpoints.Update
 	if code := ff.forUpdate(fs, &up, stderr); code != exitOK {
+		return code
+	}
+	if up.Filter, code = pf.value(fs, "update", stderr); code != exitOK {
 		return code
 	}
 	if up.ClientCert, code = cf.value("update", stderr); code != exitOK {
@@ -452,7 +470,7 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	}
 	if up == (endpoints.Update{}) {
 		fmt.Fprintln(stderr, "worker endpoints update: give at least one of --url, --events, --retry-rps, --client-cert-file, --no-client-cert,"+
-			" --ordering, --signature, --rate, --burst, --no-rate, --max-in-flight, --no-max-in-flight")
+			" --ordering, --signature, --rate, --burst, --no-rate, --max-in-flight, --no-max-in-flight, --filter, --no-filter")
 		return exitUsage
 	}
 	if up.URL != nil {
@@ -477,8 +495,8 @@ func endpointsUpdate(ctx context.Context, args []string, getenv func(string) str
 	if e.RetryRPS > 0 {
 		rpsText = fmt.Sprint(e.RetryRPS)
 	}
-	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s\n", e.Name, cell(displayURL(e.URL)),
-		cell(eventsText(e.EventTypes)), rpsText, e.Ordering, certText(e))
+	fmt.Fprintf(stdout, "updated endpoint %s: url %s, events %s, retry rps %s, ordering %s%s%s\n", e.Name, cell(displayURL(e.URL)),
+		cell(eventsText(e.EventTypes)), rpsText, e.Ordering, filterNote(up.Filter), certText(e))
 	if up.Secret != nil {
 		fmt.Fprintf(stdout, "it signs with a new %s secret from now on; the one it replaced signs nothing\n", signingkey.SchemeOf([]byte(*up.Secret)))
 		printIssued(stdout, issuedFor(*up.Secret, true))

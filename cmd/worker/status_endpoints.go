@@ -27,7 +27,9 @@ type endpointStatus struct {
 	Rate        string     `json:"rate,omitempty"`
 	MaxInFlight int        `json:"max_in_flight,omitempty"`
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
-	url         string     // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
+	// Filter is its payload filter as stored; "": none.
+	Filter string `json:"filter,omitempty"`
+	url    string // the URL whose breaker it is: WEBHOOK_URL for the default endpoint
 }
 
 // endpointsStatus reads the endpoints' status; only, when not empty, names
@@ -50,10 +52,15 @@ func endpointsStatus(ctx context.Context, store *outbox.Store, cfg opsConfig, on
 		return nil, err
 	}
 	flows[dispatcher.DefaultEndpointName] = flows[""]
+	filters, err := store.EndpointFilters(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]endpointStatus, len(eps))
 	for i, e := range eps {
 		b := byName[e.Name]
 		out[i] = endpointStatus{EndpointStatus: e, url: e.URL, BlockedKeys: b.Keys, BlockedOldestSecs: b.OldestSecs}
+		out[i].Filter = filters[e.Name] // none for the WEBHOOK_URL endpoint: no table endpoint takes its name
 		if e.Name == dispatcher.DefaultEndpointName && e.URL == "" {
 			out[i].url = cfg.WebhookURL
 		}
@@ -111,7 +118,7 @@ func certExpiry(notAfter *time.Time, now time.Time) string {
 func printEndpoints(out io.Writer, eps []endpointStatus) {
 	now := time.Now()
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tWAITING FOR KEY\tBLOCKED KEYS\tDEAD LETTERS\tFLOW\tCIRCUIT\tCLIENT CERT"+
+	fmt.Fprintln(w, "ENDPOINT\tSTATE\tPENDING\tIN FLIGHT\tSCHEDULED\tWAITING FOR KEY\tBLOCKED KEYS\tDEAD LETTERS\tFLOW\tFILTER\tCIRCUIT\tCLIENT CERT"+
 		"\tLAST ERROR")
 	for _, e := range eps {
 		state := "enabled"
@@ -147,8 +154,8 @@ func printEndpoints(out io.Writer, eps []endpointStatus) {
 			}
 			flow = "rate " + rate + ", in flight " + inFlight
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(state), e.Pending, e.InFlight, e.Scheduled,
-			e.Waiting, blocked, e.DeadLetters, flow, cell(circuit), certExpiry(e.ClientCertNotAfter, now), cell(last))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(e.Name), cell(state), e.Pending, e.InFlight, e.Scheduled,
+			e.Waiting, blocked, e.DeadLetters, flow, filterText(e.Filter), cell(circuit), certExpiry(e.ClientCertNotAfter, now), cell(last))
 	}
 	_ = w.Flush()
 }

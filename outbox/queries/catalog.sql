@@ -9,14 +9,15 @@
 -- Inserts an endpoint, enabled, under :'id' (NULL: a new uuid); a :'retry_rps'
 -- of 0 stores no override, a NULL :'client_cert' none, an empty :'ordering'
 -- the default ('move-on'); a :'rate_limit' or :'max_in_flight' of 0 no
--- such limit (migration 028). A taken name is a unique violation (23505).
+-- such limit (migration 028); an empty :'payload_filter' no filter
+-- (migration 030). A taken name is a unique violation (23505).
 WITH added AS (
   INSERT INTO webhook_endpoints (id, name, url, secret, event_types, retry_rps, client_cert, client_key, client_cert_not_after, ordering,
-    rate_limit, rate_period_s, rate_burst, max_in_flight)
+    rate_limit, rate_period_s, rate_burst, max_in_flight, payload_filter)
   VALUES (coalesce(:'id'::uuid, gen_random_uuid()), :'name', :'url', :'secret', :'event_types', nullif(:'retry_rps', 0),
     :'client_cert', :'client_key', :'client_cert_not_after', coalesce(nullif(:'ordering'::text, ''), 'move-on'),
     nullif(:'rate_limit'::int, 0), CASE WHEN :'rate_limit'::int > 0 THEN :'rate_period_s'::int END, :'rate_burst',
-    nullif(:'max_in_flight'::int, 0))
+    nullif(:'max_in_flight'::int, 0), nullif(:'payload_filter'::text, '')::jsonpath)
   RETURNING webhook_endpoints AS e
 )
 SELECT s.*
@@ -40,7 +41,7 @@ WHERE e.name = :'name';
 -- name: update_endpoint
 -- Changes the endpoint named :'name': each NULL parameter keeps its column;
 -- a :'retry_rps' of 0 clears the override, a :'rate_limit' or
--- :'max_in_flight' of 0 that limit. A new :'secret' takes over at once
+-- :'max_in_flight' of 0 that limit, an empty :'payload_filter' the filter. A new :'secret' takes over at once
 -- and ends any grace period of an earlier rotation (the previous secret is
 -- erased with its end). A :'client_cert' replaces the client certificate
 -- ('': removes it). With :'id', only the endpoint of that name and id
@@ -60,7 +61,8 @@ WITH changed AS (
     rate_limit = CASE WHEN :'rate_limit'::int IS NULL THEN rate_limit ELSE nullif(:'rate_limit'::int, 0) END,
     rate_period_s = CASE WHEN :'rate_limit'::int IS NULL THEN rate_period_s WHEN :'rate_limit'::int > 0 THEN :'rate_period_s'::int END,
     rate_burst = coalesce(:'rate_burst'::int, rate_burst),
-    max_in_flight = CASE WHEN :'max_in_flight'::int IS NULL THEN max_in_flight ELSE nullif(:'max_in_flight'::int, 0) END
+    max_in_flight = CASE WHEN :'max_in_flight'::int IS NULL THEN max_in_flight ELSE nullif(:'max_in_flight'::int, 0) END,
+    payload_filter = CASE WHEN :'payload_filter'::text IS NULL THEN payload_filter ELSE nullif(:'payload_filter'::text, '')::jsonpath END
   WHERE name = :'name' AND (:'id'::uuid IS NULL OR id = :'id'::uuid)
   RETURNING webhook_endpoints AS e
 )

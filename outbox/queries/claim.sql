@@ -134,11 +134,13 @@ WHERE NOT EXISTS (SELECT 1 FROM leased);
 -- name: claim_events
 -- Takes the oldest due events (at least one, as many as the budget left
 -- can deliver), a keyed event only when no older event of its key waits.
--- Who takes an event is webhook_subscribed's (024). An event no endpoint
--- of the table takes is done here: the WEBHOOK_URL endpoint's delivery
--- (:'env': leased while its room and the budget last) or unrouted, as a
--- fluxora. event always is (the WEBHOOK_URL endpoint never takes one). The others are kept, locked, for claim_fan_out (state
--- to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
+-- Who takes an event is webhook_takes's (030: webhook_subscribed's, 024,
+-- and the endpoint's payload filter). An event no endpoint of the table
+-- takes (none subscribed, or no filter matched) is done here: the
+-- WEBHOOK_URL endpoint's delivery (:'env': leased while its room and the
+-- budget last) or unrouted, as a fluxora. event always is (the WEBHOOK_URL
+-- endpoint never takes one). The others are kept, locked, for
+-- claim_fan_out (state to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
 -- endpoint is skipped it locks events only when one of the oldest it may
 -- take fans out to an endpoint of the table: the others would only become
 -- that endpoint's pending deliveries, each written twice. It says, as
@@ -156,7 +158,7 @@ WITH told AS (
 ), cap AS (
   SELECT CASE WHEN :'env'::boolean AND (SELECT env_room FROM budget) <= 0 AND count(e.id) = 0 THEN 0
     ELSE greatest(1, least(
-      b.total / greatest(1, count(e.id) FILTER (WHERE cardinality(e.event_types) = 0 AND e.id <> ALL(:'skip'::uuid[]))
+      b.total / greatest(1, count(e.id) FILTER (WHERE cardinality(e.event_types) = 0 AND e.payload_filter IS NULL AND e.id <> ALL(:'skip'::uuid[]))
         + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int),
       CASE WHEN :'env'::boolean AND (SELECT env_room FROM budget) > 0 THEN b.env END)) END AS n
   FROM budget b
@@ -165,7 +167,7 @@ WITH told AS (
 ), gate AS (
   SELECT NOT :'env'::boolean OR (SELECT env_room FROM budget) > 0 OR EXISTS (
       SELECT 1
-      FROM (SELECT o.event_type, o.fan_to
+      FROM (SELECT o.event_type, o.fan_to, o.payload
             FROM webhook_outbox o
             WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
               AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
@@ -174,10 +176,10 @@ WITH told AS (
       WHERE w.fan_to IS NOT NULL OR EXISTS (
         SELECT 1
         FROM webhook_endpoints e
-        WHERE e.enabled AND webhook_subscribed(e.event_types, w.event_type))) AS open
+        WHERE e.enabled AND webhook_takes(e.event_types, e.payload_filter, w.event_type, w.payload))) AS open
 ), locked AS (
   SELECT *
-  FROM (SELECT o.id, o.event_type, o.created_at, o.lease_token IS NOT NULL AS reclaimed, o.fan_to, o.fan_done
+  FROM (SELECT o.id, o.event_type, o.payload, o.created_at, o.lease_token IS NOT NULL AS reclaimed, o.fan_to, o.fan_done
         FROM webhook_outbox o
         WHERE (SELECT open FROM gate) AND NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
           AND o.created_at <= now() AND (o.locked_until IS NULL OR o.locked_until <= now())
@@ -191,14 +193,14 @@ WITH told AS (
         FOR UPDATE SKIP LOCKED) l
   LIMIT :'limit'
 ), sized AS (
-  SELECT l.*, s.targets, s.takes + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int AS takes,
-    row_number() OVER w AS k,
+  SELECT l.id, l.event_type, l.created_at, l.reclaimed, l.fan_to, l.fan_done, s.targets, row_number() OVER w AS k,
+    s.takes + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int AS takes,
     sum(s.takes + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int) OVER w AS upto
   FROM locked l
   CROSS JOIN LATERAL (
     SELECT count(*) AS targets, count(*) FILTER (WHERE e.id <> ALL(:'skip'::uuid[])) AS takes
     FROM webhook_endpoints e
-    WHERE CASE WHEN l.fan_to IS NULL THEN e.enabled AND webhook_subscribed(e.event_types, l.event_type)
+    WHERE CASE WHEN l.fan_to IS NULL THEN e.enabled AND webhook_takes(e.event_types, e.payload_filter, l.event_type, l.payload)
       ELSE e.id = ANY(l.fan_to) AND e.id <> ALL(coalesce(l.fan_done, '{}')) END) s
   WINDOW w AS (ORDER BY l.created_at, l.id)
 ), kept AS (
@@ -267,9 +269,10 @@ WHERE NOT EXISTS (SELECT 1 FROM kept);
 
 -- name: claim_fan_out
 -- Fans out the events claim_events kept (fluxora.claim's events): one
--- delivery for each enabled endpoint subscribed to the event's type (for
--- an event whose fan-out in flight was cut short: each endpoint of fan_to
--- not in fan_done), made leased when it fits (its endpoint's room and the
+-- delivery for each enabled endpoint that takes the event (webhook_takes:
+-- its type subscribed, its payload filter matched; for an event whose
+-- fan-out in flight was cut short: each endpoint of fan_to not in
+-- fan_done), made leased when it fits (its endpoint's room and the
 -- budget left, oldest event first), else pending; with :'env' the event's
 -- own row is the WEBHOOK_URL endpoint's delivery, but for a fluxora. event
 -- (processed once fanned out). Without :'env', an event
@@ -280,7 +283,7 @@ WHERE NOT EXISTS (SELECT 1 FROM kept);
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), ev AS (
-  SELECT o.id, o.event_type, o.created_at, o.ordering_key, o.fan_to, o.fan_done, o.lease_token IS NOT NULL AS reclaimed,
+  SELECT o.id, o.event_type, o.payload, o.created_at, o.ordering_key, o.fan_to, o.fan_done, o.lease_token IS NOT NULL AS reclaimed,
     :'env'::boolean AND NOT starts_with(o.event_type, 'fluxora.') AS env
   FROM webhook_outbox o
   WHERE NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
@@ -289,7 +292,7 @@ WITH told AS (
   SELECT ev.id AS event_id, ev.created_at, e.id AS endpoint_id
   FROM ev
   JOIN webhook_endpoints e ON CASE WHEN ev.fan_to IS NULL
-    THEN e.enabled AND webhook_subscribed(e.event_types, ev.event_type)
+    THEN e.enabled AND webhook_takes(e.event_types, e.payload_filter, ev.event_type, ev.payload)
     ELSE e.id = ANY(ev.fan_to) AND e.id <> ALL(coalesce(ev.fan_done, '{}')) END
   UNION ALL
   SELECT ev.id, ev.created_at, NULL::uuid
@@ -394,7 +397,7 @@ WHERE (SELECT said FROM said) IS NOT NULL;
 -- to its WEBHOOK_URL endpoint alone (ARCHITECTURE.md, "The claim"): no
 -- endpoint of the table has a delivery this claim could take (one due,
 -- not leased, of an endpoint not in :'skip'), and no enabled endpoint of
--- the table is subscribed to an event it locks, and none it locks is a
+-- the table takes an event it locks (webhook_takes), and none it locks is a
 -- fluxora. event (the steps route those). Each event is then its
 -- own one delivery. Where that does not hold it takes nothing and returns
 -- no row: the three steps run instead. Open with nothing due, it returns
@@ -425,7 +428,7 @@ WITH plain AS (
   SELECT o.id, o.created_at, o.lease_token IS NOT NULL AS reclaimed,
     o.fan_to IS NOT NULL OR starts_with(o.event_type, 'fluxora.') OR EXISTS (SELECT 1
                                     FROM webhook_endpoints e
-                                    WHERE e.enabled AND webhook_subscribed(e.event_types, o.event_type)) AS fans
+                                    WHERE e.enabled AND webhook_takes(e.event_types, e.payload_filter, o.event_type, o.payload)) AS fans
   FROM webhook_outbox o
   WHERE (SELECT ok FROM plain) AND :'env_room'::int > 0
     AND NOT o.processed AND o.endpoint_id IS NULL AND o.fanout IS NULL
