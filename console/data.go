@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,16 +48,7 @@ func flowOf(f outbox.EndpointFlow) *Flow {
 	if !f.Limited() && f.PausedUntil.IsZero() {
 		return nil
 	}
-	out := &Flow{MaxInFlight: f.MaxInFlight}
-	if f.Rate > 0 {
-		out.Rate = strconv.Itoa(f.Rate) + "/s"
-		if f.Per == time.Minute {
-			out.Rate = strconv.Itoa(f.Rate) + "/m"
-		}
-		if f.Burst > 0 {
-			out.Rate += "+" + strconv.Itoa(f.Burst)
-		}
-	}
+	out := &Flow{MaxInFlight: f.MaxInFlight, Rate: f.RateShown()}
 	if !f.PausedUntil.IsZero() {
 		out.PausedUntil = &f.PausedUntil
 	}

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"cmp"
 	"context"
 
 	"fmt"
@@ -43,16 +44,7 @@ func ParseRate(s string) (n int, per time.Duration, err error) {
 // FormatFlow shows f as the list and status do: "50/s", "50/s+10" with a
 // burst, "-" without a rate; and its most in flight, "-" without one.
 func FormatFlow(f webhook.Flow) (rate, inFlight string) {
-	rate, inFlight = "-", "-"
-	if f.Rate > 0 {
-		rate = strconv.Itoa(f.Rate) + "/s"
-		if f.Per == time.Minute {
-			rate = strconv.Itoa(f.Rate) + "/m"
-		}
-		if f.Burst > 0 {
-			rate += "+" + strconv.Itoa(f.Burst)
-		}
-	}
+	rate, inFlight = cmp.Or(f.RateShown(), "-"), "-"
 	if f.MaxInFlight > 0 {
 		inFlight = strconv.Itoa(f.MaxInFlight)
 	}

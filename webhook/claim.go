@@ -1,6 +1,9 @@
 package webhook
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Query is what one claim asks for.
 type Query struct {
@@ -44,6 +47,27 @@ type Flow struct {
 
 // Limited says f limits anything.
 func (f Flow) Limited() bool { return f.Rate > 0 || f.MaxInFlight > 0 }
+
+// RateSpec is f's rate as --rate takes it: "50/s", "50/m"; "" without one.
+func (f Flow) RateSpec() string {
+	switch {
+	case f.Rate <= 0:
+		return ""
+	case f.Per == time.Minute:
+		return strconv.Itoa(f.Rate) + "/m"
+	}
+	return strconv.Itoa(f.Rate) + "/s"
+}
+
+// RateShown is RateSpec with the burst, as the list, status and console
+// show it: "50/s+10"; "" without a rate.
+func (f Flow) RateShown() string {
+	s := f.RateSpec()
+	if s != "" && f.Burst > 0 {
+		s += "+" + strconv.Itoa(f.Burst)
+	}
+	return s
+}
 
 // Batch is what one claim returns.
 type Batch struct {

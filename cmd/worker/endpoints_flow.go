@@ -107,10 +107,7 @@ type flowShown struct {
 }
 
 func showFlow(f outbox.EndpointFlow) flowShown {
-	s := flowShown{flow: f.Flow, Burst: f.Burst, MaxInFlight: f.MaxInFlight}
-	if f.Rate > 0 {
-		s.Rate, _ = endpoints.FormatFlow(webhook.Flow{Rate: f.Rate, Per: f.Per})
-	}
+	s := flowShown{flow: f.Flow, Rate: f.RateSpec(), Burst: f.Burst, MaxInFlight: f.MaxInFlight}
 	if !f.PausedUntil.IsZero() {
 		s.PausedUntil = f.PausedUntil.UTC().Format(time.RFC3339)
 	}
