@@ -51,10 +51,14 @@ type TailResult struct {
 //     them far too long;
 //   - cost runs on the worker systems only: the trigger is theirs;
 //   - noisy, fanout and the scale modes run on the worker systems only:
-//     River has no endpoints (and poll-only would measure its poll).
+//     River has no endpoints (and poll-only would measure its poll);
+//   - flow, scale-limited and fanout-filter not on an earlier release's
+//     binary (worker-before*): they set what only this release has.
 func runsMode(sys system, mode string) bool {
 	tail := mode == modeTail || mode == modeTailHang
 	switch {
+	case newModes[mode] && (sys.Name() == sysWorkerBefore || sys.Name() == sysWorkerBeforeTuned):
+		return false
 	case mode == modeNoisy || mode == modeFanout || mode == modeFlow || mode == modeFanoutFilter || slices.Contains(scaleModes, mode) || slices.Contains(orderModes, mode):
 		// These set endpoints of their own and remove every other: the
 		// systems beside an endpoint of the table would lose theirs.
@@ -68,6 +72,10 @@ func runsMode(sys system, mode string) bool {
 	}
 	return true
 }
+
+// newModes set flow control or payload filters, which an earlier
+// release's schema does not have.
+var newModes = map[string]bool{modeFlow: true, modeScaleLimited: true, modeFanoutFilter: true}
 
 // tail drains a backlog into the consumer answering with profile prof
 // (profileTail or profileHang) and compares the steady rate with the ideal,

@@ -37,6 +37,7 @@ func TestRunsScaleModes(t *testing.T) {
 		want := name == sysWorkerDefaults || name == sysWorkerTuned || name == sysWorkerBefore || name == sysWorkerBeforeTuned ||
 			name == sysWorkerTunedTraced
 		for _, mode := range append(append([]string(nil), scaleModes...), orderModes...) {
+			want := want && !(newModes[mode] && (name == sysWorkerBefore || name == sysWorkerBeforeTuned))
 			if got := runsMode(sys, mode); got != want {
 				t.Errorf("runsMode(%s, %s) = %v, want %v", name, mode, got, want)
 			}
