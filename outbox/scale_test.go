@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,16 +55,8 @@ func buffersOf(t *testing.T, db *testdb.DB, args pgx.NamedArgs, planMode string)
 		plans = append(plans, step[0]+":\n"+plan)
 		// The first Buffers line is the root node's: the whole statement
 		// (none when it touched no buffer).
-		m := regexp.MustCompile(`Buffers: shared((?: \w+=\d+)+)`).FindStringSubmatch(plan)
-		if m == nil {
-			continue
-		}
-		for _, kv := range strings.Fields(m[1]) {
-			if k, v, _ := strings.Cut(kv, "="); k == "hit" || k == "read" {
-				n, _ := strconv.Atoi(v)
-				total += n
-			}
-		}
+		n, _ := touched(plan)
+		total += n
 	}
 	return total, strings.Join(plans, "\n")
 }
