@@ -33,10 +33,13 @@ func TestClaimCustomPlanStaysUnderTheJITThreshold(t *testing.T) {
 	_, db := setup(t)
 	stuck := endpoint(t, db, "stuck", true)
 	healthy := endpoint(t, db, "healthy", true)
-	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) SELECT 'e', '{}', $1 FROM generate_series(1, 200000)`, stuck)
-	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) SELECT 'e', '{}', $1 FROM generate_series(1, 10)`, healthy)
-	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) SELECT 'e', '{}' FROM generate_series(1, 50000)`)
-	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, fanout) SELECT 'e', '{}', 1 FROM generate_series(1, 50000)`)
+	// The backlog, in one bulk load: the stuck endpoint's 200,000 rows, the
+	// healthy one's 10, then 50,000 events and 50,000 WEBHOOK_URL deliveries.
+	// The estimates, not the rows, are under test: they scale with the
+	// analyzed row counts, which stay what they were.
+	db.Load(t, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id, fanout)
+		SELECT 'e', '{}', CASE WHEN g <= 200000 THEN $1::uuid WHEN g <= 200010 THEN $2::uuid END, CASE WHEN g > 250010 THEN 1 END
+		FROM generate_series(1, 300010) g`, stuck, healthy)
 	exec(t, db, `ANALYZE webhook_outbox`)
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {

@@ -32,10 +32,10 @@ type Cluster struct {
 func Start(t testing.TB) *Cluster {
 	t.Helper()
 	c := newCluster(t)
-	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
+	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
 		t.Fatalf("pgcluster: initdb: %v\n%s", err, out)
 	}
-	if err := c.appendConf(rewindable); err != nil {
+	if err := c.appendConf(rewindable + unsynced); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ctl("start"); err != nil {

@@ -22,6 +22,14 @@ import (
 // this single-user recovery keeps it too.
 const rewindable = "wal_log_hints = on\nwal_keep_size = '256MB'\n"
 
+// unsynced spares a test's cluster the fsync calls (as initdb,
+// pg_basebackup and pg_rewind are run with --no-sync): the tests crash
+// its server (pg_ctl stop -m immediate), never the machine, and what the
+// server wrote before it died is in the operating system's cache whether
+// or not it was flushed to the disk. A standby made with pg_basebackup
+// copies it with postgresql.conf.
+const unsynced = "fsync = off\n"
+
 // replicationWait bounds the wait for a standby to stream.
 const replicationWait = 60 * time.Second
 
@@ -34,7 +42,7 @@ const replicationWait = 60 * time.Second
 func (c *Cluster) Standby() *Cluster {
 	c.t.Helper()
 	s := newCluster(c.t)
-	if out, err := s.run("pg_basebackup", "-D", s.data(), "-d", c.conninfo(), "-X", "stream", "-R", "-c", "fast"); err != nil {
+	if out, err := s.run("pg_basebackup", "-D", s.data(), "-d", c.conninfo(), "-X", "stream", "-R", "-c", "fast", "--no-sync"); err != nil {
 		c.t.Fatalf("pgcluster: pg_basebackup: %v\n%s", err, out)
 	}
 	if err := s.ctl("start"); err != nil {
@@ -69,7 +77,7 @@ func (c *Cluster) Rejoin(primary *Cluster) {
 	if err := primary.exec("CHECKPOINT"); err != nil {
 		c.t.Fatal(err)
 	}
-	if out, err := c.run("pg_rewind", "-D", c.data(), "--source-server", primary.conninfo(), "-R"); err != nil {
+	if out, err := c.run("pg_rewind", "-D", c.data(), "--source-server", primary.conninfo(), "-R", "--no-sync"); err != nil {
 		c.t.Fatalf("pgcluster: pg_rewind: %v\n%s", err, out)
 	}
 	if err := c.ctl("start"); err != nil {
