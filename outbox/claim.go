@@ -316,9 +316,9 @@ func (s *Store) claimWith(ctx context.Context, q webhook.Query, wait *time.Durat
 ) {
 	params := claimArgs(q)
 	batch := &pgx.Batch{}
-	all := append([]named{claimFlowProbe}, steps...)
+	all := append([]named{byIndexStmt, claimFlowProbe}, steps...)
 	if flowing {
-		all = append(append([]named{claimFlow}, steps...), claimSettle)
+		all = append(append([]named{byIndexStmt, claimFlow}, steps...), claimSettle)
 	}
 	for _, st := range all {
 		args, err := st.args(params)
@@ -329,6 +329,9 @@ func (s *Store) claimWith(ctx context.Context, q webhook.Query, wait *time.Durat
 	}
 	br := s.pool.SendBatch(ctx, batch)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, flow, fmt.Errorf("claim: %w", err)
+	}
 	if flow, err = readFlow(br, 4); err != nil {
 		return nil, flow, fmt.Errorf("claim: %w", err)
 	}

@@ -27,7 +27,7 @@ func TestClaimWithOnlyTheURLEndpointDecidesAsTheFanOut(t *testing.T) {
 	}
 	run := func(db *testdb.DB, pending, events, limit, envRoom int) state {
 		t.Helper()
-		if _, err := db.Pool.Exec(ctx, "TRUNCATE webhook_outbox"); err != nil {
+		if _, err := db.Pool.Exec(ctx, "DELETE FROM webhook_outbox"); err != nil { // cheaper than TRUNCATE of the partitions, case after case
 			t.Fatal(err)
 		}
 		// Pending deliveries of the WEBHOOK_URL endpoint (fanned out

@@ -31,7 +31,11 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 	stuck := "" // an endpoint holding deliveries: due when, or none
 	fill := func(pending, events int) {
 		t.Helper()
-		exec("TRUNCATE webhook_outbox, webhook_ordering_lanes RESTART IDENTITY")
+		// DELETE, not TRUNCATE: a few rows a case, 864 cases, and a
+		// TRUNCATE of the partitioned outbox costs far more than them.
+		exec("DELETE FROM webhook_outbox")
+		exec("DELETE FROM webhook_ordering_lanes")
+		exec("ALTER SEQUENCE webhook_outbox_id_seq RESTART")
 		if stuck != "" {
 			exec(`INSERT INTO webhook_outbox (event_type, payload, endpoint_id, created_at)
 				SELECT 'other.type', '{}', e.id, now() + ` + stuck + ` FROM webhook_endpoints e, generate_series(1, 3)`)

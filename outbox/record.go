@@ -151,6 +151,7 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 		// One round trip, one transaction: with keyed rows, the lanes'
 		// locks before the record and the lanes moved on after it.
 		var b pgx.Batch
+		b.Queue(byIndexStmt.sql)
 		if len(keys) > 0 {
 			b.Queue(lockLanesStmt.sql, lock...)
 		}
@@ -185,6 +186,9 @@ func (s *Store) Record(ctx context.Context, outcomes []webhook.Outcome) (written
 // pauseStmt pauses the endpoints whose consumers asked for it
 // (queries/flow.sql).
 var pauseStmt = statement("pause")
+
+// byIndexStmt opens a record's round trip (queries/plan.sql).
+var byIndexStmt = statement("by_index")
 
 // pauseArgs are pause's arguments for the outcomes that pause their
 // endpoint (Pause), the longest of each; nil when none does.
