@@ -61,7 +61,10 @@ func TestNoTransactionOpenAcrossRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, release := holdingConsumer(t)
-	startInProcess(t, baseEnv(db, c, nil))
+	// A request timeout (and so a lease) far beyond the sampling, which a
+	// loaded machine stretches: the held requests must not outlive their
+	// leases, or their rows are taken over and sent twice.
+	startInProcess(t, baseEnv(db, c, map[string]string{"WEBHOOK_TIMEOUT_MS": "60000"}))
 	insertTx(t, db, 5)
 	waitArrivals(t, c, 5)
 	for range 20 { // sampled while the five requests are held
