@@ -34,7 +34,9 @@ SELECT pending.due AS pending_due,
   recent.unrouted AS unrouted_last_hour,
   pending.reclaims + recent.reclaims AS leases_reclaimed_last_hour,
   (SELECT count(*) FROM webhook_dead_letter) AS dead_letters,
-  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fluxora-webhook-listener')
+  (SELECT count(*) FROM pg_stat_get_activity(NULL) s
+   WHERE s.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+     AND s.application_name = 'fluxora-webhook-listener')
     AS listening_workers
 FROM pending, recent;
 
