@@ -108,15 +108,7 @@ func TestClaimThatFillsARoomSizesTheNextByTheFreeSlots(t *testing.T) {
 	t.Parallel()
 	a1, a2 := tableRow(1, 1), tableRow(2, 1)
 	a1.EndpointID, a2.EndpointID = "a", "a"
-	release := make(chan struct{})
-	snd := &fakeSender{fn: func(ctx context.Context, r webhook.Delivery) webhook.Result {
-		select {
-		case <-release:
-			return webhook.Result{Class: webhook.Delivered, Status: 200}
-		case <-ctx.Done():
-			return webhook.Result{Class: webhook.Retryable, Error: ctx.Err().Error()}
-		}
-	}}
+	snd, _, release := blocking()
 	st := &fakeStore{}
 	st.push(claimStep{batch: rowsOf(a1, a2)})
 	h := run(t, st, snd, Config{Concurrency: 10, BatchSize: 3, EndpointConcurrency: 2, Now: time.Now,

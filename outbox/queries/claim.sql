@@ -140,13 +140,14 @@ WHERE NOT EXISTS (SELECT 1 FROM leased);
 -- WEBHOOK_URL endpoint's delivery (:'env': leased while its room and the
 -- budget last) or unrouted, as a fluxora. event always is (the WEBHOOK_URL
 -- endpoint never takes one). The others are kept, locked, for
--- claim_fan_out (state to_fan_out): their ids go into fluxora.claim. While the WEBHOOK_URL
--- endpoint is skipped it locks events only when one of the oldest it may
--- take fans out to an endpoint of the table: the others would only become
--- that endpoint's pending deliveries, each written twice. It says, as
--- claim_queues does, whether a queue holds a delivery (queued, also in
--- fluxora.claim), so that a claim may leave claim_queues out while none
--- does; a row of state 'status' says it when it took no event.
+-- claim_fan_out (state to_fan_out): their ids go into fluxora.claim.
+-- While the WEBHOOK_URL endpoint is skipped it locks events only when one
+-- of the oldest it may take fans out to an endpoint of the table: the
+-- others would only become that endpoint's pending deliveries, each
+-- written twice. It says, as claim_queues does, whether a queue holds a
+-- delivery (queued, also in fluxora.claim), so that a claim may leave
+-- claim_queues out while none does; a row of state 'status' says it when
+-- it took no event.
 WITH told AS (
   SELECT coalesce(nullif(current_setting('fluxora.claim', true), '')::jsonb, '{}') AS t
 ), budget AS (
