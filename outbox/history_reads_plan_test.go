@@ -103,10 +103,14 @@ func TestHistoryReadsUseIndexes(t *testing.T) {
 		{"queue_status", "queue_status", pgx.NamedArgs{}, hourly},
 	}
 	t.Logf("%d partitions of each history; the day's attempts partition holds %d pages", parts, day)
-	// The partitions that hold rows: a scan of an empty one costs nothing.
+	// The partitions that hold at least half a day's rows. A scan of an
+	// empty one costs nothing; the oldest and the newest hold the part of
+	// their day the rows cover, which depends on the hour the test runs, and
+	// a planner rightly reads a few hundred rows whole rather than probe an
+	// index for each of ten keys (the buffer bounds still hold it).
 	full := map[string]bool{}
 	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
-		WHERE i.inhparent IN ('webhook_outbox_history'::regclass, 'webhook_attempts'::regclass) AND c.reltuples > 0`)
+		WHERE i.inhparent IN ('webhook_outbox_history'::regclass, 'webhook_attempts'::regclass) AND c.reltuples >= $1`, dayRows/2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +121,7 @@ func TestHistoryReadsUseIndexes(t *testing.T) {
 	for _, n := range names {
 		full[n] = true
 	}
-	if len(full) < 2*historyDays {
+	if len(full) < 2*(historyDays-1) {
 		t.Fatalf("only %d partitions hold rows", len(full))
 	}
 	wholeScan := regexp.MustCompile(`Seq Scan on (webhook_outbox_history_\w+|webhook_attempts_\w+)`)
