@@ -40,17 +40,7 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 				return rows, err
 			}
 		}
-		// leftOutDue says whether the steps left out have work after all.
-		steps, leftOutDue := claimSteps, func([]claimRow) bool { return false }
-		switch {
-		case s.noEvents.Load():
-			// The claim before found no event due: the queues' step alone.
-			steps, leftOutDue = claimSteps[:1], eventsDue
-		case s.noQueues.Load():
-			// The claim before found no delivery in a queue: the events'
-			// steps alone.
-			steps, leftOutDue = claimSteps[1:], queued
-		}
+		steps, leftOutDue := s.nextSteps()
 		rows, err := s.claimFlowing(ctx, q, &wait, steps...)
 		if err == nil && leftOutDue(rows) {
 			if !tookAny(rows) {
@@ -88,6 +78,27 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return b, nil
+}
+
+// nextSteps returns the steps the next claim runs, and leftOutDue, which
+// says whether rows of those steps show that the steps left out have work
+// after all. A claim leaves a step out only while the claim before found
+// work for the other one alone: after a claim that found nothing at all,
+// what wakes the next (an event or a queue's delivery) is unknown, and
+// every step runs, so that a new event is taken in one round trip, not
+// found by the queues' step first and taken by a second claim.
+func (s *Store) nextSteps() (steps []named, leftOutDue func([]claimRow) bool) {
+	noEvents, noQueues := s.noEvents.Load(), s.noQueues.Load()
+	switch {
+	case noEvents && !noQueues:
+		// The claim before found no event due: the queues' step alone.
+		return claimSteps[:1], eventsDue
+	case noQueues && !noEvents:
+		// The claim before found no delivery in a queue: the events' steps
+		// alone.
+		return claimSteps[1:], queued
+	}
+	return claimSteps, func([]claimRow) bool { return false }
 }
 
 // plainOpen says whether rows of the claim's steps open the plain path:

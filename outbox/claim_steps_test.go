@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -254,4 +255,45 @@ func TestClaimLeavesTheQueuesOutWhileTheyHoldNothing(t *testing.T) {
 	done(claim("an event again", 0, 1, false, true))
 	toA()
 	done(claim("a delivery alone", 1, 0, false, false))
+}
+
+// A claim leaves a step out only while the claim before found work for
+// the other alone. After a claim that found nothing anywhere, the next
+// runs every step: an event that comes is taken in that one round trip,
+// not first seen by the queues' step alone.
+func TestClaimAfterFindingNothingRunsEveryStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := setup(t)
+	a := endpoint(t, db, "a", true)
+	q := webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10}
+	every := []string{"claim_queues", "claim_events", "claim_fan_out"}
+	claim := func(step string, rows int, next []string) webhook.Batch {
+		t.Helper()
+		b, err := s.Claim(ctx, q)
+		if err != nil || len(b.Rows) != rows {
+			t.Fatalf("%s: %+v, %v; want %d rows", step, b, err, rows)
+		}
+		if got := outbox.NextSteps(s); !slices.Equal(got, next) {
+			t.Fatalf("%s: the next claim runs %v, want %v", step, got, next)
+		}
+		return b
+	}
+	done := func(b webhook.Batch) {
+		t.Helper()
+		outs := make([]webhook.Outcome, len(b.Rows))
+		for i, r := range b.Rows {
+			outs[i] = webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done, Event: r.Event, EndpointID: r.EndpointID}
+		}
+		if _, err := s.Record(ctx, outs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim("nothing anywhere", 0, every)
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
+	done(claim("an event, fanned out in flight", 1, []string{"claim_events", "claim_fan_out"}))
+	claim("nothing again", 0, every)
+	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('x', '{}', $1)`, a)
+	done(claim("a delivery in a's queue", 1, []string{"claim_queues"}))
+	claim("nothing after it", 0, every)
 }

@@ -33,3 +33,19 @@ var PsqlVar = psqlVar
 // QueuesLeftOut says whether s's next claim leaves out the queues' step
 // (claim_queues).
 func QueuesLeftOut(s *Store) bool { return s.noQueues.Load() }
+
+// NextSteps names the steps s's next claim runs (unless the plain path
+// is open).
+func NextSteps(s *Store) []string {
+	steps, _ := s.nextSteps()
+	names := []string{"claim_queues", "claim_events", "claim_fan_out"}
+	var out []string
+	for _, st := range steps {
+		for i, c := range claimSteps {
+			if st.sql == c.sql {
+				out = append(out, names[i])
+			}
+		}
+	}
+	return out
+}

@@ -35,11 +35,12 @@ type Store struct {
 	// the next claim tries it first.
 	plain atomic.Bool
 	// noEvents says the last claim's queues step found no event due: the
-	// next claim runs that step alone, and all of them once it finds one.
+	// next claim runs that step alone (unless noQueues too: nextSteps),
+	// and all of them once it finds one.
 	noEvents atomic.Bool
 	// noQueues says the last claim found no delivery in a queue (due or
-	// not): the next claim runs the events' steps alone, and all of them
-	// once they find one.
+	// not): the next claim runs the events' steps alone (unless noEvents
+	// too), and all of them once they find one.
 	noQueues atomic.Bool
 	// flow says the last claim found something under flow control: the
 	// next runs claim_flow (queries/flow.sql), not its probe.
