@@ -160,6 +160,18 @@ $$;
 
 
 --
+-- Name: webhook_delivery_uuid(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.webhook_delivery_uuid() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    SELECT (lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7'
+            || substr(gen_random_uuid()::text, 16))::uuid
+$$;
+
+
+--
 -- Name: webhook_endpoint_disable(uuid, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1520,7 +1532,7 @@ $$;
 
 CREATE TABLE public.webhook_outbox (
     id bigint NOT NULL,
-    delivery_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    delivery_id uuid DEFAULT public.webhook_delivery_uuid() NOT NULL,
     event_type text NOT NULL,
     payload jsonb NOT NULL,
     attempt integer DEFAULT 1 NOT NULL,
@@ -1885,7 +1897,7 @@ ALTER SEQUENCE public.webhook_outbox_id_seq OWNED BY public.webhook_outbox.id;
 
 CREATE TABLE public.webhook_outbox_history (
     id bigint DEFAULT nextval('public.webhook_outbox_id_seq'::regclass) NOT NULL,
-    delivery_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    delivery_id uuid DEFAULT public.webhook_delivery_uuid() NOT NULL,
     event_type text NOT NULL,
     payload jsonb NOT NULL,
     attempt integer DEFAULT 1 NOT NULL,
@@ -1917,7 +1929,7 @@ PARTITION BY RANGE (processed_at);
 
 CREATE TABLE public.webhook_outbox_history_default (
     id bigint DEFAULT nextval('public.webhook_outbox_id_seq'::regclass) NOT NULL,
-    delivery_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    delivery_id uuid DEFAULT public.webhook_delivery_uuid() NOT NULL,
     event_type text NOT NULL,
     payload jsonb NOT NULL,
     attempt integer DEFAULT 1 NOT NULL,
@@ -1949,7 +1961,7 @@ WITH (fillfactor='100');
 
 CREATE TABLE public.webhook_outbox_pending (
     id bigint DEFAULT nextval('public.webhook_outbox_id_seq'::regclass) NOT NULL,
-    delivery_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    delivery_id uuid DEFAULT public.webhook_delivery_uuid() NOT NULL,
     event_type text NOT NULL,
     payload jsonb NOT NULL,
     attempt integer DEFAULT 1 NOT NULL,
