@@ -233,16 +233,7 @@ func TestClaimLeavesTheQueuesOutWhileTheyHoldNothing(t *testing.T) {
 		}
 		return b
 	}
-	done := func(b webhook.Batch) {
-		t.Helper()
-		outs := make([]webhook.Outcome, len(b.Rows))
-		for i, r := range b.Rows {
-			outs[i] = webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done, Event: r.Event, EndpointID: r.EndpointID}
-		}
-		if _, err := s.Record(ctx, outs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	done := func(b webhook.Batch) { t.Helper(); recordDone(t, s, b) }
 	event()
 	done(claim("the first event (every step)", 0, 1, false, true))
 	event()
@@ -279,16 +270,7 @@ func TestClaimAfterFindingNothingRunsEveryStep(t *testing.T) {
 		}
 		return b
 	}
-	done := func(b webhook.Batch) {
-		t.Helper()
-		outs := make([]webhook.Outcome, len(b.Rows))
-		for i, r := range b.Rows {
-			outs[i] = webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done, Event: r.Event, EndpointID: r.EndpointID}
-		}
-		if _, err := s.Record(ctx, outs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	done := func(b webhook.Batch) { t.Helper(); recordDone(t, s, b) }
 	claim("nothing anywhere", 0, every)
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
 	done(claim("an event, fanned out in flight", 1, []string{"claim_events", "claim_fan_out"}))
@@ -296,4 +278,16 @@ func TestClaimAfterFindingNothingRunsEveryStep(t *testing.T) {
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('x', '{}', $1)`, a)
 	done(claim("a delivery in a's queue", 1, []string{"claim_queues"}))
 	claim("nothing after it", 0, every)
+}
+
+// recordDone records every row of b delivered.
+func recordDone(t *testing.T, s *outbox.Store, b webhook.Batch) {
+	t.Helper()
+	outs := make([]webhook.Outcome, len(b.Rows))
+	for i, r := range b.Rows {
+		outs[i] = webhook.Outcome{ID: r.ID, Token: r.Token, Kind: webhook.Done, Event: r.Event, EndpointID: r.EndpointID}
+	}
+	if _, err := s.Record(context.Background(), outs); err != nil {
+		t.Fatal(err)
+	}
 }
