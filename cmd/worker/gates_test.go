@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fluxora/webhook-worker/internal/testdb"
@@ -72,17 +72,32 @@ func TestRetryRateLimitAcrossTwoWorkers(t *testing.T) {
 		}
 		return !first.IsZero() && last.Sub(first) > 2500*time.Millisecond
 	})
-	var retries []time.Time
+	received := 0
 	for _, d := range c.deliveries() {
 		if d.Attempt >= 2 {
-			retries = append(retries, d.At)
+			received++
 		}
 	}
-	sort.Slice(retries, func(i, j int) bool { return retries[i].Before(retries[j]) })
-	// Within any 500 ms (the 1 s window, less up to 500 ms of jitter
-	// between a check in Redis and the request's receipt on a loaded
-	// machine) at most 4 retries; over the whole span, allowing the same
-	// jitter, at most 4 per started second of the checks' span.
+	// The limit is judged on the times the retries started, which the
+	// worker takes right after Redis allowed them: a receipt at the
+	// consumer can come later by the machine's load (more than half a
+	// second while the whole suite runs), and so bunch up with the next
+	// window's. The retries recorded so far (the last may not be yet).
+	rows, err := db.Pool.Query(context.Background(), `SELECT started_at FROM webhook_attempts WHERE attempt >= 2 ORDER BY started_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retries, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(retries) == 0 {
+		t.Fatalf("no retry recorded of %d received", received)
+	}
+	// Within any 500 ms (the 1 s window, less up to 500 ms between a check
+	// in Redis and the attempt's start on a loaded machine) at most 4
+	// retries; over the whole span, allowing the same, at most 4 per
+	// started second of the checks' span.
 	const jitter = 500 * time.Millisecond
 	if span := retries[len(retries)-1].Sub(retries[0]); len(retries) > 4*(int((span+jitter)/time.Second)+1) {
 		t.Fatalf("%d retries in %v; the limit is 4/s", len(retries), span)
@@ -96,8 +111,8 @@ func TestRetryRateLimitAcrossTwoWorkers(t *testing.T) {
 			t.Fatalf("%d retries within %v ending at #%d; the limit is 4/s", n, time.Second-jitter, i)
 		}
 	}
-	if len(retries) < 8 {
-		t.Fatalf("only %d retries in 2.5 s: the limit starved the consumer", len(retries))
+	if received < 8 {
+		t.Fatalf("only %d retries in 2.5 s: the limit starved the consumer", received)
 	}
 	// Deferral loses nothing: every event still has exactly one pending row.
 	if n := db.Count(t, "SELECT count(DISTINCT delivery_id) FROM webhook_outbox WHERE NOT processed"); n != 20 {
