@@ -233,19 +233,18 @@ func TestClaimLeavesTheQueuesOutWhileTheyHoldNothing(t *testing.T) {
 		}
 		return b
 	}
-	done := func(b webhook.Batch) { t.Helper(); recordDone(t, s, b) }
 	event()
-	done(claim("the first event (every step)", 0, 1, false, true))
+	recordDone(t, s, claim("the first event (every step)", 0, 1, false, true))
 	event()
-	done(claim("an event, the queues left out", 0, 1, false, true))
+	recordDone(t, s, claim("an event, the queues left out", 0, 1, false, true))
 	event()
 	toA()
 	claim("an event beside a delivery come to a's queue", 0, 1, true, false)
-	done(claim("the claim after it, every step", 1, 0, false, false))
+	recordDone(t, s, claim("the claim after it, every step", 1, 0, false, false))
 	event()
-	done(claim("an event again", 0, 1, false, true))
+	recordDone(t, s, claim("an event again", 0, 1, false, true))
 	toA()
-	done(claim("a delivery alone", 1, 0, false, false))
+	recordDone(t, s, claim("a delivery alone", 1, 0, false, false))
 }
 
 // A claim leaves a step out only while the claim before found work for
@@ -270,13 +269,12 @@ func TestClaimAfterFindingNothingRunsEveryStep(t *testing.T) {
 		}
 		return b
 	}
-	done := func(b webhook.Batch) { t.Helper(); recordDone(t, s, b) }
 	claim("nothing anywhere", 0, every)
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
-	done(claim("an event, fanned out in flight", 1, []string{"claim_events", "claim_fan_out"}))
+	recordDone(t, s, claim("an event, fanned out in flight", 1, []string{"claim_events", "claim_fan_out"}))
 	claim("nothing again", 0, every)
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('x', '{}', $1)`, a)
-	done(claim("a delivery in a's queue", 1, []string{"claim_queues"}))
+	recordDone(t, s, claim("a delivery in a's queue", 1, []string{"claim_queues"}))
 	claim("nothing after it", 0, every)
 }
 

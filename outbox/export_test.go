@@ -11,7 +11,7 @@ func PlainClaimStatement() string { return statements["claim_plain"].named() }
 // the order they run, with pgx's named arguments.
 func ClaimStatements() [][2]string {
 	var out [][2]string
-	for _, name := range []string{"claim_queues", "claim_events", "claim_fan_out"} {
+	for _, name := range claimStepNames {
 		out = append(out, [2]string{name, statements[name].named()})
 	}
 	return out
@@ -38,14 +38,16 @@ func QueuesLeftOut(s *Store) bool { return s.noQueues.Load() }
 // is open).
 func NextSteps(s *Store) []string {
 	steps, _ := s.nextSteps()
-	names := []string{"claim_queues", "claim_events", "claim_fan_out"}
 	var out []string
 	for _, st := range steps {
 		for i, c := range claimSteps {
 			if st.sql == c.sql {
-				out = append(out, names[i])
+				out = append(out, claimStepNames[i])
 			}
 		}
 	}
 	return out
 }
+
+// claimStepNames are the names of claimSteps, in their order.
+var claimStepNames = []string{"claim_queues", "claim_events", "claim_fan_out"}
