@@ -40,6 +40,7 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 				return rows, err
 			}
 		}
+		idle := s.noEvents.Load() && s.noQueues.Load()
 		steps, leftOutDue := s.nextSteps()
 		rows, err := s.claimFlowing(ctx, q, &wait, steps...)
 		if err == nil && leftOutDue(rows) {
@@ -53,6 +54,9 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 				// queues and the events itself).
 				rows = append(rows, claimRow{State: stateStatus, More: true, EventsDue: true, Queued: true, Plain: true})
 			}
+		}
+		if idle && err == nil && tookAny(rows) {
+			s.wokeByEvents.Store(!slices.ContainsFunc(rows, func(r claimRow) bool { return r.State == stateQueue }))
 		}
 		s.plain.Store(err == nil && plainOpen(rows))
 		s.noEvents.Store(err == nil && !eventsDue(rows))
@@ -82,20 +86,24 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 
 // nextSteps returns the steps the next claim runs, and leftOutDue, which
 // says whether rows of those steps show that the steps left out have work
-// after all. A claim leaves a step out only while the claim before found
-// work for the other one alone: after a claim that found nothing at all,
-// what wakes the next (an event or a queue's delivery) is unknown, and
-// every step runs, so that a new event is taken in one round trip, not
-// found by the queues' step first and taken by a second claim.
+// after all. A claim leaves a step out while the claim before found work
+// for the other one alone. After a claim that found nothing at all, what
+// wakes the next (an event or a queue's delivery) is guessed from the
+// last such wake: the events' steps alone when it brought events and
+// nothing of a queue (an idle worker's fan-outs then pay no statement
+// that finds nothing), else every step, so that a delivery written to a
+// queue is taken in one round trip. A wrong guess costs a second round
+// trip, and the next guess follows it.
 func (s *Store) nextSteps() (steps []named, leftOutDue func([]claimRow) bool) {
 	noEvents, noQueues := s.noEvents.Load(), s.noQueues.Load()
 	switch {
 	case noEvents && !noQueues:
 		// The claim before found no event due: the queues' step alone.
 		return claimSteps[:1], eventsDue
-	case noQueues && !noEvents:
-		// The claim before found no delivery in a queue: the events' steps
-		// alone.
+	case noQueues && (!noEvents || s.wokeByEvents.Load()):
+		// The claim before found no delivery in a queue (and either found
+		// events, or found nothing after events woke the last idle claim):
+		// the events' steps alone.
 		return claimSteps[1:], queued
 	}
 	return claimSteps, func([]claimRow) bool { return false }

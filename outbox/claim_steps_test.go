@@ -247,17 +247,20 @@ func TestClaimLeavesTheQueuesOutWhileTheyHoldNothing(t *testing.T) {
 	recordDone(t, s, claim("a delivery alone", 1, 0, false, false))
 }
 
-// A claim leaves a step out only while the claim before found work for
-// the other alone. After a claim that found nothing anywhere, the next
-// runs every step: an event that comes is taken in that one round trip,
-// not first seen by the queues' step alone.
-func TestClaimAfterFindingNothingRunsEveryStep(t *testing.T) {
+// A claim leaves a step out while the claim before found work for the
+// other alone. After a claim that found nothing anywhere, the next runs
+// what woke the last idle claim: every step at first and after a queue's
+// delivery, so that either is taken in one round trip; the events' steps
+// alone after events, and a delivery that comes to a queue then is still
+// taken by that claim (a second round trip).
+func TestClaimAfterFindingNothingGuessesFromTheLastWake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, db := setup(t)
 	a := endpoint(t, db, "a", true)
 	q := webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10}
 	every := []string{"claim_queues", "claim_events", "claim_fan_out"}
+	events := every[1:]
 	claim := func(step string, rows int, next []string) webhook.Batch {
 		t.Helper()
 		b, err := s.Claim(ctx, q)
@@ -269,12 +272,22 @@ func TestClaimAfterFindingNothingRunsEveryStep(t *testing.T) {
 		}
 		return b
 	}
+	event := func() { exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`) }
+	toA := func() {
+		exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('x', '{}', $1)`, a)
+	}
 	claim("nothing anywhere", 0, every)
-	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('x', '{}')`)
-	recordDone(t, s, claim("an event, fanned out in flight", 1, []string{"claim_events", "claim_fan_out"}))
-	claim("nothing again", 0, every)
-	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('x', '{}', $1)`, a)
-	recordDone(t, s, claim("a delivery in a's queue", 1, []string{"claim_queues"}))
+	event()
+	recordDone(t, s, claim("an event, fanned out in flight", 1, events))
+	claim("nothing after the event", 0, events)
+	event()
+	recordDone(t, s, claim("the next event", 1, events))
+	claim("nothing again", 0, events)
+	toA()
+	recordDone(t, s, claim("a delivery in a's queue, guessed wrong", 1, every[:1]))
+	claim("nothing after the delivery", 0, every)
+	toA()
+	recordDone(t, s, claim("the next delivery", 1, every[:1]))
 	claim("nothing after it", 0, every)
 }
 
