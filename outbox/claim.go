@@ -56,7 +56,7 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 			}
 		}
 		if idle && err == nil && tookAny(rows) {
-			s.wokeByEvents.Store(!slices.ContainsFunc(rows, func(r claimRow) bool { return r.State == stateQueue }))
+			s.woke.Store(wokeBy(rows))
 		}
 		s.plain.Store(err == nil && plainOpen(rows))
 		s.noEvents.Store(err == nil && !eventsDue(rows))
@@ -89,24 +89,47 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 // after all. A claim leaves a step out while the claim before found work
 // for the other one alone. After a claim that found nothing at all, what
 // wakes the next (an event or a queue's delivery) is guessed from the
-// last such wake: the events' steps alone when it brought events and
-// nothing of a queue (an idle worker's fan-outs then pay no statement
-// that finds nothing), else every step, so that a delivery written to a
-// queue is taken in one round trip. A wrong guess costs a second round
-// trip, and the next guess follows it.
+// last such wake: the events' steps alone when it brought events alone,
+// the queues' step alone when it brought a queue's delivery alone, else
+// (both, or nothing learned yet) every step. A wrong guess costs a second
+// round trip, and the next guess follows it.
 func (s *Store) nextSteps() (steps []named, leftOutDue func([]claimRow) bool) {
 	noEvents, noQueues := s.noEvents.Load(), s.noQueues.Load()
+	woke := wokeUnknown
+	if noEvents && noQueues {
+		woke = s.woke.Load()
+	}
 	switch {
-	case noEvents && !noQueues:
+	case noEvents && !noQueues || woke == wokeByQueue:
 		// The claim before found no event due: the queues' step alone.
 		return claimSteps[:1], eventsDue
-	case noQueues && (!noEvents || s.wokeByEvents.Load()):
-		// The claim before found no delivery in a queue (and either found
-		// events, or found nothing after events woke the last idle claim):
-		// the events' steps alone.
+	case noQueues && !noEvents || woke == wokeByEvents:
+		// The claim before found no delivery in a queue: the events' steps
+		// alone.
 		return claimSteps[1:], queued
 	}
 	return claimSteps, func([]claimRow) bool { return false }
+}
+
+// What the claim after one that found nothing took (Store.woke).
+const (
+	wokeUnknown int32 = iota
+	wokeByEvents
+	wokeByQueue
+)
+
+// wokeBy says what a claim's rows took: events alone, a queue's
+// deliveries alone, or both (wokeUnknown).
+func wokeBy(rows []claimRow) int32 {
+	queue := slices.ContainsFunc(rows, func(r claimRow) bool { return r.State == stateQueue })
+	event := slices.ContainsFunc(rows, func(r claimRow) bool { return r.State != stateQueue && r.State != stateStatus })
+	switch {
+	case queue && !event:
+		return wokeByQueue
+	case event && !queue:
+		return wokeByEvents
+	}
+	return wokeUnknown
 }
 
 // plainOpen says whether rows of the claim's steps open the plain path:

@@ -249,10 +249,10 @@ func TestClaimLeavesTheQueuesOutWhileTheyHoldNothing(t *testing.T) {
 
 // A claim leaves a step out while the claim before found work for the
 // other alone. After a claim that found nothing anywhere, the next runs
-// what woke the last idle claim: every step at first and after a queue's
-// delivery, so that either is taken in one round trip; the events' steps
-// alone after events, and a delivery that comes to a queue then is still
-// taken by that claim (a second round trip).
+// what the last such wake called for: every step at first; the events'
+// steps alone after events, the queues' step alone after a queue's
+// delivery. What the guess left out is still taken by that claim (a
+// second round trip), and the next guess follows it.
 func TestClaimAfterFindingNothingGuessesFromTheLastWake(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -260,7 +260,7 @@ func TestClaimAfterFindingNothingGuessesFromTheLastWake(t *testing.T) {
 	a := endpoint(t, db, "a", true)
 	q := webhook.Query{Limit: 10, Lease: time.Minute, DefaultRoom: 10}
 	every := []string{"claim_queues", "claim_events", "claim_fan_out"}
-	events := every[1:]
+	queues, events := every[:1], every[1:]
 	claim := func(step string, rows int, next []string) webhook.Batch {
 		t.Helper()
 		b, err := s.Claim(ctx, q)
@@ -284,11 +284,23 @@ func TestClaimAfterFindingNothingGuessesFromTheLastWake(t *testing.T) {
 	recordDone(t, s, claim("the next event", 1, events))
 	claim("nothing again", 0, events)
 	toA()
-	recordDone(t, s, claim("a delivery in a's queue, guessed wrong", 1, every[:1]))
-	claim("nothing after the delivery", 0, every)
+	recordDone(t, s, claim("a delivery in a's queue, guessed wrong", 1, queues))
+	claim("nothing after the delivery", 0, queues)
 	toA()
-	recordDone(t, s, claim("the next delivery", 1, every[:1]))
-	claim("nothing after it", 0, every)
+	recordDone(t, s, claim("the next delivery", 1, queues))
+	claim("nothing after it", 0, queues)
+	event()
+	recordDone(t, s, claim("an event, guessed wrong", 1, events))
+	claim("nothing after that event", 0, events)
+	event()
+	toA()
+	b := claim("an event and a delivery: the event", 1, every)
+	if !b.More {
+		t.Fatal("an event and a delivery: the claim that took the event does not ask for the next at once")
+	}
+	recordDone(t, s, b)
+	recordDone(t, s, claim("the delivery, at once", 1, queues))
+	claim("nothing after both", 0, events)
 }
 
 // recordDone records every row of b delivered.

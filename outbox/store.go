@@ -42,10 +42,10 @@ type Store struct {
 	// not): the next claim runs the events' steps alone (unless noEvents
 	// too), and all of them once they find one.
 	noQueues atomic.Bool
-	// wokeByEvents says the last claim that followed one finding nothing
-	// at all took events and no queue's delivery: the next such claim
-	// runs the events' steps alone (nextSteps).
-	wokeByEvents atomic.Bool
+	// woke is what the last claim that followed one finding nothing at all
+	// took (wokeUnknown, wokeByEvents, wokeByQueue): the next such claim
+	// runs the steps it calls for (nextSteps).
+	woke atomic.Int32
 	// flow says the last claim found something under flow control: the
 	// next runs claim_flow (queries/flow.sql), not its probe.
 	flow atomic.Bool
