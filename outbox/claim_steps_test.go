@@ -276,31 +276,37 @@ func TestClaimAfterFindingNothingGuessesFromTheLastWake(t *testing.T) {
 	toA := func() {
 		exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, endpoint_id) VALUES ('x', '{}', $1)`, a)
 	}
-	claim("nothing anywhere", 0, every)
-	event()
-	recordDone(t, s, claim("an event, fanned out in flight", 1, events))
-	claim("nothing after the event", 0, events)
-	event()
-	recordDone(t, s, claim("the next event", 1, events))
-	claim("nothing again", 0, events)
-	toA()
-	recordDone(t, s, claim("a delivery in a's queue, guessed wrong", 1, queues))
-	claim("nothing after the delivery", 0, queues)
-	toA()
-	recordDone(t, s, claim("the next delivery", 1, queues))
-	claim("nothing after it", 0, queues)
-	event()
-	recordDone(t, s, claim("an event, guessed wrong", 1, events))
-	claim("nothing after that event", 0, events)
-	event()
-	toA()
-	b := claim("an event and a delivery: the event", 1, every)
-	if !b.More {
-		t.Fatal("an event and a delivery: the claim that took the event does not ask for the next at once")
+	for _, c := range []struct {
+		write []func()
+		step  string
+		rows  int
+		more  bool // the claim asks for the next at once
+		next  []string
+	}{
+		{nil, "nothing anywhere", 0, false, every},
+		{[]func(){event}, "an event, fanned out in flight", 1, false, events},
+		{nil, "nothing after the event", 0, false, events},
+		{[]func(){event}, "the next event", 1, false, events},
+		{nil, "nothing again", 0, false, events},
+		{[]func(){toA}, "a delivery in a's queue, guessed wrong", 1, false, queues},
+		{nil, "nothing after the delivery", 0, false, queues},
+		{[]func(){toA}, "the next delivery", 1, false, queues},
+		{nil, "nothing after it", 0, false, queues},
+		{[]func(){event}, "an event, guessed wrong", 1, false, events},
+		{nil, "nothing after that event", 0, false, events},
+		{[]func(){event, toA}, "an event and a delivery: the event", 1, true, every},
+		{nil, "the delivery, at once", 1, false, queues},
+		{nil, "nothing after both", 0, false, events},
+	} {
+		for _, w := range c.write {
+			w()
+		}
+		b := claim(c.step, c.rows, c.next)
+		if b.More != c.more {
+			t.Fatalf("%s: more %v, want %v", c.step, b.More, c.more)
+		}
+		recordDone(t, s, b)
 	}
-	recordDone(t, s, b)
-	recordDone(t, s, claim("the delivery, at once", 1, queues))
-	claim("nothing after both", 0, events)
 }
 
 // recordDone records every row of b delivered.
