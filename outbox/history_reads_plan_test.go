@@ -21,17 +21,30 @@ const (
 	dayRows     = 6000
 )
 
+// dayPartitionsAroundNow makes day-wide partitions of parent from days
+// days before now to a day after, bounded at half a day either side of
+// the hour of now: now is in the middle of its partition whatever the hour
+// of the day, so that the newest partition holds half a day of a history
+// that ends now, never the few minutes after midnight UTC (a planner
+// rightly reads a partition of a few pages whole, and the last hour is
+// then all of it).
+func dayPartitionsAroundNow(t *testing.T, db *testdb.DB, parent string, days int) {
+	t.Helper()
+	exec(t, db, `SELECT webhook_history_create($1::regclass, x.lo + k * interval '1 day', x.lo + (k + 1) * interval '1 day')
+		FROM (SELECT date_trunc('hour', now()) - interval '12 hours' AS lo) x, generate_series(-$2::int, 1) k
+		ORDER BY k`, parent, days)
+}
+
 // readsHistory makes day partitions of both histories from historyDays
-// days ago to tomorrow and fills them up to now, and the default
-// partitions too, with dayRows rows a day, and the last day with 20,000
-// attempts more (the figures of the last hour read a twenty-fourth of
-// them); then analyzes them. It returns a delivery id of the history,
-// with its attempts.
+// days ago to tomorrow, now in the middle of one (dayPartitionsAroundNow),
+// and fills them up to now, and the default partitions too, with dayRows
+// rows a day, and the last day with 20,000 attempts more (the figures of
+// the last hour read a twelfth of the newest partition's); then analyzes
+// them. It returns a delivery id of the history, with its attempts.
 func readsHistory(t *testing.T, db *testdb.DB) (delivery string) {
 	t.Helper()
 	for _, parent := range outbox.HistoryParents {
-		exec(t, db, fmt.Sprintf(`SELECT webhook_history_prepare('%s', interval '1 day', now() - interval '%d days', now() + interval '1 day')`,
-			parent, historyDays))
+		dayPartitionsAroundNow(t, db, parent, historyDays)
 	}
 	exec(t, db, `INSERT INTO webhook_endpoints (name, url, secret) SELECT 'e' || g, 'https://h.example.com/' || g, 'whsec_x' FROM generate_series(1, 10) g`)
 	exec(t, db, `INSERT INTO webhook_outbox (event_type, payload, processed, processed_at, created_at, endpoint_id)
@@ -103,10 +116,9 @@ func TestHistoryReadsUseIndexes(t *testing.T) {
 		{"queue_status", "queue_status", pgx.NamedArgs{}, hourly},
 	}
 	t.Logf("%d partitions of each history; the day's attempts partition holds %d pages", parts, day)
-	// The partitions that hold at least half a day's rows. A scan of an
-	// empty one costs nothing; the oldest and the newest hold the part of
-	// their day the rows cover, which depends on the hour the test runs, and
-	// a planner rightly reads a few hundred rows whole rather than probe an
+	// The partitions that hold at least half a day's rows (the oldest and
+	// the newest hold about half a day, either side of it). A scan of an empty one costs nothing: a
+	// planner rightly reads a few hundred rows whole rather than probe an
 	// index for each of ten keys (the buffer bounds still hold it).
 	full := map[string]bool{}
 	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
