@@ -29,6 +29,16 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// clickToPage clicks what sel finds and waits for the page it leads to:
+// a wait for the next page's elements run at once could query the page
+// being left, and its nodes gone with it fail the action.
+func clickToPage(sel string, opts ...chromedp.QueryOption) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := chromedp.RunResponse(ctx, chromedp.Click(sel, opts...))
+		return err
+	})
+}
+
 // demoData adds the demo's endpoints (billing, audit) and an hour of their
 // attempts, so that the overview has something to show.
 func demoData(t *testing.T, b bundle) {
@@ -59,7 +69,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.Navigate(b.url+"/"),
 		chromedp.WaitVisible("#token", chromedp.ByID),
 		chromedp.SendKeys("#token", testToken, chromedp.ByID),
-		chromedp.Click("#login", chromedp.ByID),
+		clickToPage("#login", chromedp.ByID),
 		chromedp.WaitVisible(`tr[data-endpoint="shop"]`, chromedp.ByQuery),
 		chromedp.WaitReady("body[data-refreshed]", chromedp.ByQuery), // the overview refreshed itself (every 5 s)
 		chromedp.WaitVisible(`tr[data-endpoint="audit"]`, chromedp.ByQuery),
@@ -94,7 +104,7 @@ func TestBrowser(t *testing.T) {
 	err = chromedp.Run(ctx,
 		chromedp.Navigate(shop.String()),
 		chromedp.WaitVisible("#replay-form", chromedp.ByID),
-		chromedp.Click("#replay", chromedp.ByID),
+		clickToPage("#replay", chromedp.ByID),
 		chromedp.WaitVisible(".flash", chromedp.ByQuery),
 		chromedp.Text(".flash", &flash, chromedp.ByQuery),
 	)
@@ -113,7 +123,7 @@ func TestBrowser(t *testing.T) {
 	err = chromedp.Run(ctx,
 		chromedp.Evaluate(`window.confirm = () => true`, nil), // the disable button asks first
 		chromedp.SendKeys(`#disable-form input[name="reason"]`, "from the browser", chromedp.ByQuery),
-		chromedp.Click("#disable", chromedp.ByID),
+		clickToPage("#disable", chromedp.ByID),
 		chromedp.WaitVisible("#enable", chromedp.ByID),
 		chromedp.Text(".flash", &flash, chromedp.ByQuery),
 	)
