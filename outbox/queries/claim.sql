@@ -157,14 +157,15 @@ WITH told AS (
     t
   FROM told
 ), cap AS (
-  SELECT CASE WHEN :'env'::boolean AND (SELECT env_room FROM budget) <= 0 AND count(e.id) = 0 THEN 0
+  SELECT CASE WHEN :'env'::boolean AND b.env_room <= 0 AND c.enabled = 0 THEN 0
     ELSE greatest(1, least(
-      b.total / greatest(1, count(e.id) FILTER (WHERE cardinality(e.event_types) = 0 AND e.payload_filter IS NULL AND e.id <> ALL(:'skip'::uuid[]))
-        + (:'env'::boolean AND (SELECT env_room FROM budget) > 0)::int),
-      CASE WHEN :'env'::boolean AND (SELECT env_room FROM budget) > 0 THEN b.env END)) END AS n
+      b.total / greatest(1, c.every + (:'env'::boolean AND b.env_room > 0)::int),
+      CASE WHEN :'env'::boolean AND b.env_room > 0 THEN b.env END)) END AS n
   FROM budget b
-  LEFT JOIN webhook_endpoints e ON e.enabled
-  GROUP BY b.total, b.env
+  CROSS JOIN (SELECT count(*) AS enabled,
+      count(*) FILTER (WHERE cardinality(e.event_types) = 0 AND e.payload_filter IS NULL AND e.id <> ALL(:'skip'::uuid[])) AS every
+    FROM webhook_endpoints e
+    WHERE e.enabled) c
 ), gate AS (
   SELECT NOT :'env'::boolean OR (SELECT env_room FROM budget) > 0 OR EXISTS (
       SELECT 1
