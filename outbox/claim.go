@@ -214,6 +214,12 @@ type claimRow struct {
 	Queued bool `db:"queued"`
 }
 
+// claimRowsCap is the room a claim's rows start with: a claim of a
+// quiet moment returns a row or two, and a claimRow is large (a hundred
+// of them are a large allocation, cleared, for each such claim); a busy
+// one grows it by doubling, a copy or a few per hundred deliveries.
+const claimRowsCap = 8
+
 // claimRowFields is how many fields claimRow has, each a column.
 const claimRowFields = 27
 
@@ -382,7 +388,7 @@ func (s *Store) claimWith(ctx context.Context, q webhook.Query, wait *time.Durat
 	if flow.WaitMS != nil {
 		*wait = time.Duration(min(max(*flow.WaitMS, 1), nextDueMaxMS)) * time.Millisecond
 	}
-	out := make([]claimRow, 0, min(q.Limit, 128))
+	out := make([]claimRow, 0, claimRowsCap)
 	for range steps {
 		rows, err := br.Query()
 		if err == nil {
@@ -423,9 +429,7 @@ func readFlow(br pgx.BatchResults, columns int) (flowRow, error) {
 // claimRows runs steps, together, and returns their rows.
 func (s *Store) claimRows(ctx context.Context, q webhook.Query, steps ...named) ([]claimRow, error) {
 	named := claimArgs(q)
-	// Rows has room for the rows of a usual claim, not the whole Limit,
-	// which can be thousands of slots for one row.
-	out := make([]claimRow, 0, min(q.Limit, 128))
+	out := make([]claimRow, 0, claimRowsCap)
 	if len(steps) == 1 {
 		// One statement needs no batch.
 		args, err := steps[0].args(named)
