@@ -117,9 +117,10 @@ func TestHistoryReadsUseIndexes(t *testing.T) {
 	}
 	t.Logf("%d partitions of each history; the day's attempts partition holds %d pages", parts, day)
 	// The partitions that hold at least half a day's rows (the oldest and
-	// the newest hold about half a day, either side of it). A scan of an empty one costs nothing: a
-	// planner rightly reads a few hundred rows whole rather than probe an
-	// index for each of ten keys (the buffer bounds still hold it).
+	// the newest hold about half a day, either side of it). A scan of an
+	// empty one costs nothing: a planner rightly reads a few hundred rows
+	// whole rather than probe an index for each of ten keys (the buffer
+	// bounds still hold it).
 	full := map[string]bool{}
 	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
 		WHERE i.inhparent IN ('webhook_outbox_history'::regclass, 'webhook_attempts'::regclass) AND c.reltuples >= $1`, dayRows/2)

@@ -39,6 +39,8 @@ func TestHangingEndpointHoldsOnlyItsCap(t *testing.T) {
 	hung.mu.Lock()
 	peak, got := hung.peak, len(hung.got)
 	hung.mu.Unlock()
+	// Bounded while it hangs; once it answers, its limit grows with each
+	// 2xx, and its requests at once may pass the starting cap.
 	if peak != cap || got != cap {
 		t.Fatalf("hung endpoint: %d requests, %d at once; want exactly its cap %d", got, peak, cap)
 	}
@@ -50,8 +52,6 @@ func TestHangingEndpointHoldsOnlyItsCap(t *testing.T) {
 	deliveredOnceEach(t, hung, events)
 	deliveredOnceEach(t, good, events)
 	deliveredOnceEach(t, env, events)
-	// Once it answers, its limit grows with each 2xx (its requests at once
-	// may then pass the starting cap): only the hang is bounded.
 	for _, d := range hung.deliveries() {
 		if d.Attempt != 1 {
 			t.Fatalf("a waiting row spent an attempt: %+v", d)

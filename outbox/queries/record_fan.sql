@@ -61,7 +61,7 @@ WITH r AS (
   SET processed = true,
     processed_at = now()
   FROM r
-  -- (a batch of fan-outs in flight alone owns no row: nothing is joined)
+  -- (own empty, as in a batch of fan-outs in flight alone: nothing is joined)
   WHERE cardinality(:'own'::bigint[]) > 0 AND r.mark AND o.id = ANY(:'own') AND o.id = r.id AND o.lease_token = r.token AND NOT o.processed
   RETURNING o.id, o.delivery_id, o.event_type, o.payload, o.endpoint_id, o.fanout, o.headers, o.ordering_key, o.ordering_seq,
     r.kind, r.attempt, r.delay_ms, r.status, r.error, r.health,
