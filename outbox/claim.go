@@ -28,12 +28,15 @@ const nextDueMaxMS = 24 * 60 * 60 * 1000
 // Batch and no error when nothing is due.
 func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, error) {
 	var wait time.Duration
+	buf := s.rowsBuffer()
+	defer s.keepRows(buf)
 	rows, err := retryMoved(ctx, func() ([]claimRow, error) {
 		wait = 0
 		// The plain path does not hold the WEBHOOK_URL endpoint to flow
 		// control: with limits of its own it is not tried.
 		if q.Env && !q.SkipEnv && !q.EnvFlow.Limited() && s.plain.Load() {
-			rows, err := s.claimRows(ctx, q, claimPlain)
+			rows, err := s.claimRows(ctx, (*buf)[:0], q, claimPlain)
+			*buf = keep(*buf, rows)
 			if err != nil || len(rows) > 0 {
 				// Open: it took what there was, or says nothing is due.
 				s.plain.Store(err == nil)
@@ -42,17 +45,20 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 		}
 		idle := s.noEvents.Load() && s.noQueues.Load()
 		steps, leftOutDue := s.nextSteps()
-		rows, err := s.claimFlowing(ctx, q, &wait, steps...)
+		rows, err := s.claimFlowing(ctx, (*buf)[:0], q, &wait, steps...)
+		*buf = keep(*buf, rows)
 		if err == nil && leftOutDue(rows) {
 			if !tookAny(rows) {
 				// What they left out has work and nothing else did: every
 				// step, now.
-				rows, err = s.claimFlowing(ctx, q, &wait, claimSteps...)
+				rows, err = s.claimFlowing(ctx, (*buf)[:0], q, &wait, claimSteps...)
+				*buf = keep(*buf, rows)
 			} else {
 				// The dispatcher claims again at once, every step (or the
 				// plain path, if the rows taken open it: it looks at the
 				// queues and the events itself).
 				rows = append(rows, claimRow{State: stateStatus, More: true, EventsDue: true, Queued: true, Plain: true})
+				*buf = keep(*buf, rows)
 			}
 		}
 		if idle && err == nil && tookAny(rows) {
@@ -214,11 +220,37 @@ type claimRow struct {
 	Queued bool `db:"queued"`
 }
 
-// claimRowsCap is the room a claim's rows start with: a claim of a
-// quiet moment returns a row or two, and a claimRow is large (a hundred
-// of them are a large allocation, cleared, for each such claim); a busy
-// one grows it by doubling, a copy or a few per hundred deliveries.
+// claimRowsCap is the room a claim's first row buffer starts with: a
+// claim of a quiet moment returns a row or two, and a claimRow is large (a
+// hundred of them are a large allocation, cleared). A busy claim grows the
+// buffer, and the claims after it reuse it (Store.rowBuffers): a drain
+// makes no row buffer per claim.
 const claimRowsCap = 8
+
+// rowsBuffer returns a row buffer for a claim, empty; keepRows gives it
+// back, cleared (no payload outlives its claim through it), once the
+// claim's Batch holds what it needs of the rows.
+func (s *Store) rowsBuffer() *[]claimRow {
+	if buf, ok := s.rowBuffers.Get().(*[]claimRow); ok {
+		return buf
+	}
+	buf := make([]claimRow, 0, claimRowsCap)
+	return &buf
+}
+
+func (s *Store) keepRows(buf *[]claimRow) {
+	clear((*buf)[:cap(*buf)])
+	s.rowBuffers.Put(buf)
+}
+
+// keep returns the buffer to keep of buf and rows, which a claim appended
+// to buf[:0]: rows, emptied, when appending outgrew buf.
+func keep(buf, rows []claimRow) []claimRow {
+	if cap(rows) > cap(buf) {
+		return rows[:0]
+	}
+	return buf
+}
 
 // claimRowFields is how many fields claimRow has, each a column.
 const claimRowFields = 27
@@ -339,27 +371,27 @@ func (r *flowRow) field(col string) any {
 }
 
 // claimFlowing runs the claim's steps between claim_flow and claim_settle,
-// all together, and returns the steps' rows; wait is set to claim_flow's
-// wait_ms. While the claims before found nothing under flow control, the
-// steps run after claim_flow_probe alone, which costs less; when it finds
-// something they take nothing, and run again at once with claim_flow.
-func (s *Store) claimFlowing(ctx context.Context, q webhook.Query, wait *time.Duration, steps ...named) ([]claimRow, error) {
+// all together, and returns the steps' rows appended to out; wait is set
+// to claim_flow's wait_ms. While the claims before found nothing under
+// flow control, the steps run after claim_flow_probe alone, which costs
+// less; when it finds something they take nothing, and run again at once
+// with claim_flow.
+func (s *Store) claimFlowing(ctx context.Context, out []claimRow, q webhook.Query, wait *time.Duration, steps ...named) ([]claimRow, error) {
 	flowing := s.flow.Load() || q.EnvFlow.Limited()
-	rows, flow, err := s.claimWith(ctx, q, wait, flowing, steps)
+	rows, flow, err := s.claimWith(ctx, out, q, wait, flowing, steps)
 	if err == nil && (!flowing && flow.Flow || flow.Made > 0) {
 		// Flow control found, or an endpoint's state made, by a claim that
 		// could grant nothing: once more, granting (the rows the first
 		// took, events fanned out to pending deliveries, are kept).
-		var again []claimRow
-		again, _, err = s.claimWith(ctx, q, wait, true, steps)
-		rows = append(rows, again...)
+		rows, _, err = s.claimWith(ctx, rows, q, wait, true, steps)
 	}
 	return rows, err
 }
 
 // claimWith runs steps between claim_flow and claim_settle (flowing), or
-// after claim_flow_probe, and returns the first's row too.
-func (s *Store) claimWith(ctx context.Context, q webhook.Query, wait *time.Duration, flowing bool, steps []named) (
+// after claim_flow_probe, appends their rows to out, and returns the
+// first's row too.
+func (s *Store) claimWith(ctx context.Context, out []claimRow, q webhook.Query, wait *time.Duration, flowing bool, steps []named) (
 	_ []claimRow, flow flowRow, err error,
 ) {
 	params := claimArgs(q)
@@ -388,7 +420,6 @@ func (s *Store) claimWith(ctx context.Context, q webhook.Query, wait *time.Durat
 	if flow.WaitMS != nil {
 		*wait = time.Duration(min(max(*flow.WaitMS, 1), nextDueMaxMS)) * time.Millisecond
 	}
-	out := make([]claimRow, 0, claimRowsCap)
 	for range steps {
 		rows, err := br.Query()
 		if err == nil {
@@ -426,10 +457,9 @@ func readFlow(br pgx.BatchResults, columns int) (flowRow, error) {
 	return got[0], nil
 }
 
-// claimRows runs steps, together, and returns their rows.
-func (s *Store) claimRows(ctx context.Context, q webhook.Query, steps ...named) ([]claimRow, error) {
+// claimRows runs steps, together, and returns their rows appended to out.
+func (s *Store) claimRows(ctx context.Context, out []claimRow, q webhook.Query, steps ...named) ([]claimRow, error) {
 	named := claimArgs(q)
-	out := make([]claimRow, 0, claimRowsCap)
 	if len(steps) == 1 {
 		// One statement needs no batch.
 		args, err := steps[0].args(named)

@@ -81,7 +81,7 @@ func TestPlainClaimDecidesAsTheClaim(t *testing.T) {
 	}
 	run := func(steps []named, q webhook.Query) result {
 		t.Helper()
-		rows, err := s.claimRows(ctx, q, steps...)
+		rows, err := s.claimRows(ctx, nil, q, steps...)
 		if err != nil {
 			t.Fatal(err)
 		}

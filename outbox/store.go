@@ -21,6 +21,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -52,6 +53,9 @@ type Store struct {
 	// consoleURL is the console's base URL the operator events carry
 	// (SetConsoleURL); "": none.
 	consoleURL string
+	// rowBuffers holds the claims' row buffers (*[]claimRow), cleared, for
+	// the next claim (Claim).
+	rowBuffers sync.Pool
 }
 
 // New returns a Store over pool, or an error when pool is nil.
