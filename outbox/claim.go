@@ -29,14 +29,12 @@ const nextDueMaxMS = 24 * 60 * 60 * 1000
 func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, error) {
 	var wait time.Duration
 	buf := s.rowsBuffer()
-	defer s.keepRows(buf)
 	rows, err := retryMoved(ctx, func() ([]claimRow, error) {
 		wait = 0
 		// The plain path does not hold the WEBHOOK_URL endpoint to flow
 		// control: with limits of its own it is not tried.
 		if q.Env && !q.SkipEnv && !q.EnvFlow.Limited() && s.plain.Load() {
 			rows, err := s.claimRows(ctx, (*buf)[:0], q, claimPlain)
-			*buf = keep(*buf, rows)
 			if err != nil || len(rows) > 0 {
 				// Open: it took what there was, or says nothing is due.
 				s.plain.Store(err == nil)
@@ -46,19 +44,16 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 		idle := s.noEvents.Load() && s.noQueues.Load()
 		steps, leftOutDue := s.nextSteps()
 		rows, err := s.claimFlowing(ctx, (*buf)[:0], q, &wait, steps...)
-		*buf = keep(*buf, rows)
 		if err == nil && leftOutDue(rows) {
 			if !tookAny(rows) {
 				// What they left out has work and nothing else did: every
 				// step, now.
 				rows, err = s.claimFlowing(ctx, (*buf)[:0], q, &wait, claimSteps...)
-				*buf = keep(*buf, rows)
 			} else {
 				// The dispatcher claims again at once, every step (or the
 				// plain path, if the rows taken open it: it looks at the
 				// queues and the events itself).
 				rows = append(rows, claimRow{State: stateStatus, More: true, EventsDue: true, Queued: true, Plain: true})
-				*buf = keep(*buf, rows)
 			}
 		}
 		if idle && err == nil && tookAny(rows) {
@@ -73,6 +68,7 @@ func (s *Store) Claim(ctx context.Context, q webhook.Query) (webhook.Batch, erro
 		return webhook.Batch{}, err
 	}
 	b, tokens, err := batchOf(rows, q)
+	s.keepRows(buf, rows)
 	if err != nil {
 		return webhook.Batch{}, err
 	}
@@ -227,9 +223,9 @@ type claimRow struct {
 // makes no row buffer per claim.
 const claimRowsCap = 8
 
-// rowsBuffer returns a row buffer for a claim, empty; keepRows gives it
-// back, cleared (no payload outlives its claim through it), once the
-// claim's Batch holds what it needs of the rows.
+// rowsBuffer returns a row buffer for a claim, empty, whose rows the
+// claim appends to it; keepRows gives it back once the claim's Batch
+// holds what it needs of them.
 func (s *Store) rowsBuffer() *[]claimRow {
 	if buf, ok := s.rowBuffers.Get().(*[]claimRow); ok {
 		return buf
@@ -238,18 +234,16 @@ func (s *Store) rowsBuffer() *[]claimRow {
 	return &buf
 }
 
-func (s *Store) keepRows(buf *[]claimRow) {
+// keepRows gives buf back to the pool, cleared over its whole capacity (no
+// payload or secret outlives its claim through it); rows, the claim's,
+// replace it when appending them outgrew it. A claim that failed drops
+// its buffer.
+func (s *Store) keepRows(buf *[]claimRow, rows []claimRow) {
+	if cap(rows) > cap(*buf) {
+		*buf = rows[:0]
+	}
 	clear((*buf)[:cap(*buf)])
 	s.rowBuffers.Put(buf)
-}
-
-// keep returns the buffer to keep of buf and rows, which a claim appended
-// to buf[:0]: rows, emptied, when appending outgrew buf.
-func keep(buf, rows []claimRow) []claimRow {
-	if cap(rows) > cap(buf) {
-		return rows[:0]
-	}
-	return buf
 }
 
 // claimRowFields is how many fields claimRow has, each a column.

@@ -26,9 +26,9 @@ func TestClaimsLeaveEarlierBatchesAlone(t *testing.T) {
 		}
 	}
 	type seen struct {
-		id                 int64
-		deliveryID, url    string
-		payload, endpoints string
+		id                int64
+		deliveryID, url   string
+		payload, endpoint string
 	}
 	snapshot := func(b webhook.Batch) []seen {
 		out := make([]seen, len(b.Rows))
